@@ -1,0 +1,473 @@
+// pool.cpp — create, open, validate and close pool files; roots; primitives.
+#include "cairn/pool.hpp"
+
+#include <fcntl.h>
+#include <libpmem.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "pool/thread_pool.hpp"
+
+namespace cairn::pool {
+namespace {
+
+constexpr long kTmpfsMagic = 0x01021994;
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// Maps an errno from open/stat/fallocate on `path` to a typed error.
+Error file_error(const std::string& path, const char* what, int err) {
+  switch (err) {
+    case ENOENT:
+      return make_error(Errc::not_found, path + ": no such file or directory (" + what +
+                                             "); check the path, or create the pool with `cairn pool create`");
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return make_error(Errc::permission_denied, path + ": permission denied (" + what +
+                                                     "); the pool needs read and write access: check its mode "
+                                                     "and the file system's mount options");
+    case EISDIR: return make_error(Errc::is_directory, path + " is a directory; give the path of a pool file");
+    case ENOSPC:
+    case EFBIG:
+    case EDQUOT:
+      return make_error(Errc::device_full, path + ": " + errno_text(err) + " (" + what +
+                                               "); free space on the device or choose a smaller pool size");
+    case EEXIST:
+      return make_error(Errc::already_exists,
+                        path + " already exists; cairn never overwrites a file: remove it or choose another path");
+    default: return make_error(Errc::io_error, path + ": " + what + " failed: " + errno_text(err));
+  }
+}
+
+bool header_checksum_ok(const PoolHeader& h) { return checksum64(&h, offsetof(PoolHeader, checksum)) == h.checksum; }
+bool table_checksum_ok(const RootTable& t) { return checksum64(&t, offsetof(RootTable, checksum)) == t.checksum; }
+
+void seal(PoolHeader& h) { h.checksum = checksum64(&h, offsetof(PoolHeader, checksum)); }
+void seal(RootTable& t) { t.checksum = checksum64(&t, offsetof(RootTable, checksum)); }
+
+devices::FlushMode resolve_mode(devices::FlushMode requested, bool is_pmem, int fd) {
+  if (requested == devices::FlushMode::automatic) {
+    if (const char* env = std::getenv("CAIRN_FLUSH")) {
+      auto m = devices::parse_flush_mode(env);
+      if (m.ok()) requested = m.value();
+    }
+  }
+  if (requested != devices::FlushMode::automatic) return requested;
+  if (is_pmem) return devices::FlushMode::cpu;
+  struct statfs fs {};
+  if (fstatfs(fd, &fs) == 0 && static_cast<long>(fs.f_type) == kTmpfsMagic) return devices::FlushMode::cpu;
+  return devices::FlushMode::msync;
+}
+
+// Reads up to n bytes at off; returns how many were read.
+std::size_t read_at(int fd, void* buf, std::size_t n, off_t off) {
+  std::size_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(fd, static_cast<char*>(buf) + got, n - got, off + static_cast<off_t>(got));
+    if (r <= 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return got;
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Validates the two header copies of an open file (read with pread: nothing
+// is written). Fills `health` and returns the header to use.
+Result<PoolHeader> read_header(const std::string& path, int fd, std::uint64_t file_size, Health& health) {
+  PoolHeader h[2]{};
+  std::size_t got[2] = {read_at(fd, &h[0], sizeof(PoolHeader), kHeaderCopy0),
+                        read_at(fd, &h[1], sizeof(PoolHeader), kHeaderCopy1)};
+  bool magic[2], ok[2];
+  for (int i = 0; i < 2; ++i) {
+    magic[i] = got[i] == sizeof(PoolHeader) && h[i].magic == kMagic;
+    ok[i] = magic[i] && header_checksum_ok(h[i]);
+  }
+  health.header0_ok = ok[0];
+  health.header1_ok = ok[1];
+  if (!magic[0] && !magic[1]) {
+    if (file_size == 0)
+      return make_error(Errc::foreign_file, path + " is empty, not a cairn pool; create one with `cairn pool create`");
+    if (got[0] == sizeof(PoolHeader) && h[0].magic != kMagic && file_size >= kMinPoolSize)
+      return make_error(Errc::foreign_file,
+                        path + " is not a cairn pool (bad magic in both header copies); check the path");
+    if (file_size < kArenaOffset)
+      return make_error(Errc::truncated, path + " is " + std::to_string(file_size) +
+                                             " bytes, too short to hold a cairn pool header (it was truncated, or "
+                                             "is not a pool)");
+    return make_error(Errc::foreign_file, path + " is not a cairn pool (bad magic in both header copies)");
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (magic[i] && ok[i] && h[i].layout_version != kLayoutVersion)
+      return make_error(Errc::wrong_version, path + " has pool layout version " + std::to_string(h[i].layout_version) +
+                                                 ", this cairn reads version " + std::to_string(kLayoutVersion) +
+                                                 "; open it with the cairn release that wrote it");
+  }
+  if (!ok[0] && !ok[1])
+    return make_error(Errc::corrupted, path +
+                                           ": header checksum mismatch on both copies; the pool header is "
+                                           "corrupted and cannot be trusted (restore the file from a copy)");
+  if (!ok[0]) health.problems.push_back("header copy 0 is damaged (checksum mismatch); copy 1 is used");
+  if (!ok[1]) health.problems.push_back("header copy 1 is damaged (checksum mismatch); copy 0 is used");
+  if (ok[0] && ok[1] && std::memcmp(&h[0], &h[1], sizeof(PoolHeader)) != 0)
+    health.problems.push_back("the two header copies differ though both checksums hold");
+  const PoolHeader& use = ok[0] ? h[0] : h[1];
+  if (use.pool_size > file_size)
+    return make_error(Errc::truncated, path + " is " + std::to_string(file_size) + " bytes but its header says " +
+                                           std::to_string(use.pool_size) +
+                                           ": the file was truncated (a partial copy?); restore it from a full copy");
+  if (use.pool_size < file_size)
+    health.problems.push_back("file is longer than the pool (" + std::to_string(file_size) + " > " +
+                              std::to_string(use.pool_size) + " bytes); the tail is ignored");
+  if (use.arena_offset != kArenaOffset || use.block_size == 0 || (use.block_size & (use.block_size - 1)) != 0 ||
+      use.arena_offset + use.block_size * use.block_count > use.pool_size)
+    return make_error(Errc::corrupted, path + ": header geometry is inconsistent (arena " +
+                                           std::to_string(use.arena_offset) + " + " + std::to_string(use.block_count) +
+                                           " blocks of " + std::to_string(use.block_size) + " in " +
+                                           std::to_string(use.pool_size) + " bytes)");
+  return use;
+}
+
+// Picks the live root table from the selector and the two checksums.
+Result<int> choose_table(const std::string& path, std::uint64_t selector, const RootTable& t0, const RootTable& t1,
+                         Health& health) {
+  health.selector = selector;
+  health.table0_ok = table_checksum_ok(t0);
+  health.table1_ok = table_checksum_ok(t1);
+  const bool ok[2] = {health.table0_ok, health.table1_ok};
+  if (!ok[0] && !ok[1])
+    return make_error(Errc::corrupted, path + ": both root tables fail their checksums; the roots cannot be trusted");
+  int live;
+  if (selector > 1) {
+    health.problems.push_back("root selector holds " + std::to_string(selector) +
+                              " (not 0 or 1); the valid table with the newest generation is used");
+    live = (ok[0] && ok[1]) ? (t0.generation >= t1.generation ? 0 : 1) : (ok[0] ? 0 : 1);
+  } else if (!ok[selector]) {
+    live = 1 - static_cast<int>(selector);
+    health.problems.push_back("root table " + std::to_string(selector) +
+                              " named by the selector is damaged; the older table " + std::to_string(live) +
+                              " is used (the newest published roots are lost)");
+  } else {
+    live = static_cast<int>(selector);
+  }
+  health.live_table = live;
+  return live;
+}
+
+}  // namespace
+
+std::uint64_t checksum64(const void* data, std::size_t len) noexcept {
+  // FNV-1a over bytes, finished with a 64-bit mix so that nearby inputs spread.
+  auto* p = static_cast<const unsigned char*>(data);
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (std::size_t i = 0; i < len; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ULL;
+  }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  return h ^ len;
+}
+
+std::string default_pool_dir() {
+  const char* env = std::getenv("CAIRN_POOL_DIR");
+  return (env && *env) ? env : "/dev/shm/cairn";
+}
+
+Result<std::unique_ptr<Pool>> Pool::map_and_bind(const std::string& path, std::size_t expect_size,
+                                                 devices::FlushMode mode, std::unique_ptr<devices::Device> device) {
+  std::size_t mapped = 0;
+  int is_pmem = 0;
+  void* addr = pmem_map_file(path.c_str(), 0, 0, 0, &mapped, &is_pmem);
+  if (addr == nullptr) return file_error(path, "pmem_map_file", errno);
+  if (mapped < expect_size) {
+    pmem_unmap(addr, mapped);
+    return make_error(Errc::truncated, path + " shrank while being opened");
+  }
+  std::unique_ptr<Pool> pool(new Pool());
+  pool->path_ = path;
+  pool->base_ = static_cast<std::byte*>(addr);
+  pool->size_ = mapped;
+  pool->is_pmem_ = is_pmem != 0;
+  Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  pool->mode_ = resolve_mode(mode, pool->is_pmem_, fd.fd);
+  if (!device) {
+    auto d = devices::make_device("");
+    if (!d.ok()) return std::move(d).error();
+    device = std::move(d.value());
+  }
+  pool->device_ = std::move(device);
+  devices::Mapping m{pool->base_, pool->size_, pool->is_pmem_, pool->mode_};
+  auto ops = pool->device_->bind(m);
+  if (!ops.ok()) return std::move(ops).error();
+  pool->ops_ = ops.value();
+  pool->ctx_ = pool->device_->context();
+  return pool;
+}
+
+Result<std::unique_ptr<Pool>> Pool::create(const std::string& path, CreateOptions options) {
+  if (path.empty()) return make_error(Errc::invalid_argument, "empty pool path");
+  if (options.size < kMinPoolSize)
+    return make_error(Errc::too_small, "pool size " + std::to_string(options.size) + " bytes for " + path +
+                                           " is below the minimum of " + std::to_string(kMinPoolSize) +
+                                           " bytes (1 MiB); ask for a larger size");
+  const std::uint64_t bs = options.block_size;
+  if (bs < 64 || (bs & (bs - 1)) != 0 || bs > (64u << 20))
+    return make_error(Errc::invalid_argument,
+                      "block size " + std::to_string(bs) + " is not a power of two between 64 bytes and 64 MiB");
+  if (kArenaOffset + bs > options.size)
+    return make_error(Errc::too_small, "pool size " + std::to_string(options.size) +
+                                           " leaves no room for one arena block of " + std::to_string(bs) + " bytes");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return file_error(path, "create", EISDIR);
+    return file_error(path, "create", EEXIST);
+  }
+
+  // Build the pool under a temporary name, then rename it into place: a crash
+  // or a full device part-way never leaves a file that opens as a pool.
+  std::random_device rd;
+  char suffix[32];
+  std::snprintf(suffix, sizeof suffix, ".tmp-%d-%08x", static_cast<int>(getpid()), rd());
+  const std::string tmp = path + suffix;
+  {
+    Fd fd{::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, options.mode)};
+    if (fd.fd < 0) return file_error(path, "create", errno);
+    int err = posix_fallocate(fd.fd, 0, static_cast<off_t>(options.size));
+    if (err != 0) {
+      ::unlink(tmp.c_str());
+      return file_error(path, ("reserving " + std::to_string(options.size) + " bytes").c_str(), err);
+    }
+  }
+  auto mapped = map_and_bind(tmp, options.size, options.flush_mode, std::move(options.device));
+  if (!mapped.ok()) {
+    ::unlink(tmp.c_str());
+    return std::move(mapped).error();
+  }
+  std::unique_ptr<Pool> pool = std::move(mapped.value());
+
+  PoolHeader h{};
+  h.magic = kMagic;
+  h.layout_version = kLayoutVersion;
+  h.header_size = sizeof(PoolHeader);
+  for (auto& b : h.uuid) b = static_cast<std::uint8_t>(rd());
+  h.uuid[6] = static_cast<std::uint8_t>((h.uuid[6] & 0x0f) | 0x40);  // RFC 4122 version 4
+  h.uuid[8] = static_cast<std::uint8_t>((h.uuid[8] & 0x3f) | 0x80);
+  h.pool_size = pool->size_;
+  h.create_time_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  h.arena_offset = kArenaOffset;
+  h.block_size = bs;
+  h.block_count = (pool->size_ - kArenaOffset) / bs;
+  seal(h);
+
+  RootTable t0{}, t1{};
+  t0.generation = 1;
+  seal(t0);
+  seal(t1);
+  std::byte* b = pool->base_;
+  pool->memcpy_nodrain(b + kRootTable0, &t0, sizeof t0);
+  pool->memcpy_nodrain(b + kRootTable1, &t1, sizeof t1);
+  std::uint64_t zero = 0;
+  pool->memcpy_nodrain(b + kSelectorOffset, &zero, sizeof zero);
+  pool->memcpy_nodrain(b + kHighWaterOffset, &zero, sizeof zero);
+  pool->memcpy_nodrain(b + kHeaderCopy1, &h, sizeof h);
+  pool->memcpy_nodrain(b + kHeaderCopy0, &h, sizeof h);
+  pool->drain();
+  // The rename must not become durable before the contents: msync and fsync.
+  if (pmem_msync(b, kArenaOffset) != 0) pool->device_->record_io_error(errno);
+  {
+    Fd fd{::open(tmp.c_str(), O_RDONLY | O_CLOEXEC)};
+    if (fd.fd < 0 || ::fsync(fd.fd) != 0) pool->device_->record_io_error(errno ? errno : EIO);
+  }
+  if (int err = pool->device_->io_errno()) {
+    ::unlink(tmp.c_str());
+    return file_error(path, "writing the new pool", err);
+  }
+  // link() refuses to replace a file that appeared meanwhile.
+  if (::link(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return file_error(path, "create", err);
+  }
+  ::unlink(tmp.c_str());
+  {
+    std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+    if (dir.empty()) dir = "/";
+    Fd dfd{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+    if (dfd.fd >= 0) ::fsync(dfd.fd);
+  }
+  pool->path_ = path;
+  pool->header_ = h;
+  pool->health_.header0_ok = pool->health_.header1_ok = true;
+  pool->health_.table0_ok = pool->health_.table1_ok = true;
+  pool->health_.live_table = 0;
+  pool->arena_.init(h.arena_offset, h.block_size, h.block_count, reinterpret_cast<std::uint64_t*>(b + kHighWaterOffset),
+                    pool.get());
+  pool->arena_.reset_empty();
+  return pool;
+}
+
+Result<std::unique_ptr<Pool>> Pool::open(const std::string& path, OpenOptions options) {
+  Health health;
+  PoolHeader header{};
+  {
+    // Validate with pread before mapping; nothing here writes to the file.
+    Fd fd{::open(path.c_str(), O_RDWR | O_CLOEXEC)};
+    if (fd.fd < 0) return file_error(path, "open", errno);
+    struct stat st {};
+    if (fstat(fd.fd, &st) != 0) return file_error(path, "stat", errno);
+    if (S_ISDIR(st.st_mode)) return file_error(path, "open", EISDIR);
+    auto h = read_header(path, fd.fd, static_cast<std::uint64_t>(st.st_size), health);
+    if (!h.ok()) return std::move(h).error();
+    header = h.value();
+    std::uint64_t sel = 0;
+    RootTable t0{}, t1{};
+    read_at(fd.fd, &sel, sizeof sel, kSelectorOffset);
+    read_at(fd.fd, &t0, sizeof t0, kRootTable0);
+    read_at(fd.fd, &t1, sizeof t1, kRootTable1);
+    auto live = choose_table(path, sel, t0, t1, health);
+    if (!live.ok()) return std::move(live).error();
+  }
+  auto mapped = map_and_bind(path, header.pool_size, options.flush_mode, std::move(options.device));
+  if (!mapped.ok()) return std::move(mapped).error();
+  std::unique_ptr<Pool> pool = std::move(mapped.value());
+  pool->header_ = header;
+  pool->health_ = std::move(health);
+  pool->arena_.init(header.arena_offset, header.block_size, header.block_count,
+                    reinterpret_cast<std::uint64_t*>(pool->base_ + kHighWaterOffset), pool.get());
+  return pool;
+}
+
+Result<Health> Pool::inspect(const std::string& path) {
+  Health health;
+  Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (fd.fd < 0) return file_error(path, "open", errno);
+  struct stat st {};
+  if (fstat(fd.fd, &st) != 0) return file_error(path, "stat", errno);
+  if (S_ISDIR(st.st_mode)) return file_error(path, "open", EISDIR);
+  auto h = read_header(path, fd.fd, static_cast<std::uint64_t>(st.st_size), health);
+  if (!h.ok()) return std::move(h).error();
+  std::uint64_t sel = 0;
+  RootTable t0{}, t1{};
+  read_at(fd.fd, &sel, sizeof sel, kSelectorOffset);
+  read_at(fd.fd, &t0, sizeof t0, kRootTable0);
+  read_at(fd.fd, &t1, sizeof t1, kRootTable1);
+  auto live = choose_table(path, sel, t0, t1, health);
+  if (!live.ok()) return std::move(live).error();
+  if (!health.table0_ok) health.problems.push_back("root table 0 fails its checksum");
+  if (!health.table1_ok) health.problems.push_back("root table 1 fails its checksum");
+  return health;
+}
+
+Pool::~Pool() {
+  if (base_ != nullptr) {
+    device_->unbind();
+    pmem_unmap(base_, size_);
+  }
+}
+
+RootTable* Pool::table(int which) const {
+  return reinterpret_cast<RootTable*>(base_ + (which == 0 ? kRootTable0 : kRootTable1));
+}
+std::uint64_t* Pool::selector() const { return reinterpret_cast<std::uint64_t*>(base_ + kSelectorOffset); }
+
+RootSlot Pool::root(unsigned slot) const {
+  if (slot >= kRootSlots) return RootSlot{0, 0};
+  return table(health_.live_table)->slots[slot];
+}
+
+std::uint64_t Pool::root_generation() const { return table(health_.live_table)->generation; }
+
+Result<void> Pool::publish_root(unsigned slot, std::uint64_t offset, std::uint64_t version) {
+  return publish_roots({{slot, RootSlot{offset, version}}});
+}
+
+Result<void> Pool::publish_roots(const std::vector<std::pair<unsigned, RootSlot>>& changes) {
+  std::lock_guard lock(publish_mu_);
+  if (int err = device_->io_errno(); err != 0 && !poisoned_)
+    poison(std::string("a flush failed earlier: ") + std::strerror(err));
+  if (poisoned_)
+    return make_error(Errc::poisoned, path_ + ": the pool is poisoned (" + poison_reason_ +
+                                          "); nothing more is committed. Reopen the pool to recover the last "
+                                          "committed version");
+  for (const auto& [slot, value] : changes) {
+    if (slot >= kRootSlots)
+      return make_error(Errc::invalid_argument, "root slot " + std::to_string(slot) + " out of range (0.." +
+                                                    std::to_string(kRootSlots - 1) + ")");
+    if (value.offset != 0 && (value.offset < kArenaOffset || value.offset >= size_))
+      return make_error(Errc::invalid_argument,
+                        "root offset " + std::to_string(value.offset) + " does not point into the pool's arena");
+  }
+  const int live = health_.live_table;
+  const int next = 1 - live;
+  RootTable t = *table(live);
+  for (const auto& [slot, value] : changes) t.slots[slot] = value;
+  t.generation += 1;
+  seal(t);
+  // 1. the inactive table, durable before the selector names it.
+  memcpy_persist(table(next), &t, sizeof t);
+  marker(devices::Marker::root_publish, "root table written");
+  // 2. the commit point: one aligned 8-byte store.
+  __atomic_store_n(selector(), static_cast<std::uint64_t>(next), __ATOMIC_RELEASE);
+  persist(selector(), sizeof(std::uint64_t));
+  marker(devices::Marker::commit_point, "root selector persisted");
+  if (int err = device_->io_errno()) {
+    poison(std::string("persisting the root table failed: ") + std::strerror(err));
+    return make_error(Errc::io_error, path_ + ": publishing roots failed: " + std::strerror(err));
+  }
+  health_.live_table = next;
+  health_.selector = static_cast<std::uint64_t>(next);
+  ++roots_published_;
+  return {};
+}
+
+void Pool::poison(const std::string& why) {
+  poisoned_ = true;
+  poison_reason_ = why;
+}
+
+PoolStats Pool::stats() const {
+  PoolStats s;
+  s.device = device_->stats();
+  s.roots_published = roots_published_;
+  return s;
+}
+
+void Pool::persist_mt(const void* addr, std::size_t len, unsigned threads) {
+  if (len < kParallelMin) return persist(addr, len);
+  auto* p = static_cast<const std::byte*>(addr);
+  detail::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
+    ops_.flush(ctx_, p + off, n);
+    ops_.drain(ctx_);
+  });
+}
+
+void Pool::memcpy_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads) {
+  if (len < kParallelMin) return memcpy_persist(dst, src, len);
+  auto* d = static_cast<std::byte*>(dst);
+  auto* s = static_cast<const std::byte*>(src);
+  detail::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
+    ops_.copy_nodrain(ctx_, d + off, s + off, n);
+    ops_.drain(ctx_);
+  });
+}
+
+}  // namespace cairn::pool

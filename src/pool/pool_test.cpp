@@ -1,0 +1,402 @@
+// pool_test.cpp — pool create/open, roots, arena, primitives and every open error.
+#include "cairn/pool.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <vector>
+
+#include "testing/temp_dir.hpp"
+
+namespace cairn::pool {
+namespace {
+
+using testing::TempDir;
+
+std::unique_ptr<Pool> make_pool(const std::string& path, std::uint64_t size = 4u << 20) {
+  CreateOptions o;
+  o.size = size;
+  auto p = Pool::create(path, std::move(o));
+  EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);
+  return p.ok() ? std::move(p.value()) : nullptr;
+}
+
+void write_bytes(const std::string& path, std::size_t off, const void* data, std::size_t n) {
+  int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, data, n, static_cast<off_t>(off)), static_cast<ssize_t>(n));
+  ::close(fd);
+}
+
+TEST(Pool, CreateThenOpenKeepsHeaderAndRoots) {
+  TempDir dir;
+  const auto path = dir.file("a.pool");
+  std::uint8_t uuid[16];
+  {
+    auto pool = make_pool(path);
+    ASSERT_TRUE(pool);
+    EXPECT_EQ(pool->size(), 4u << 20);
+    EXPECT_EQ(pool->header().magic, kMagic);
+    EXPECT_EQ(pool->flush_mode(), devices::FlushMode::cpu);  // tmpfs
+    std::memcpy(uuid, pool->header().uuid, 16);
+    auto off = pool->arena().alloc(10000);
+    ASSERT_TRUE(off.ok());
+    auto* data = reinterpret_cast<std::uint64_t*>(pool->at(off.value()));
+    for (int i = 0; i < 1000; ++i) data[i] = static_cast<std::uint64_t>(i) * 7;
+    pool->persist(data, 8000);
+    ASSERT_TRUE(pool->publish_root(3, off.value(), 42).ok());
+    EXPECT_EQ(pool->root(3).offset, off.value());
+  }
+  auto opened = Pool::open(path);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  auto& pool = *opened.value();
+  EXPECT_EQ(std::memcmp(pool.header().uuid, uuid, 16), 0);
+  EXPECT_EQ(pool.root(3).version, 42u);
+  auto* data = reinterpret_cast<std::uint64_t*>(pool.at(pool.root(3).offset));
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(data[i], static_cast<std::uint64_t>(i) * 7);
+  EXPECT_EQ(pool.root(0).offset, 0u);
+  EXPECT_TRUE(pool.health().problems.empty());
+}
+
+TEST(Pool, PublishAlternatesTablesAndCountsGenerations) {
+  TempDir dir;
+  auto pool = make_pool(dir.file("p"));
+  const auto g0 = pool->root_generation();
+  for (std::uint64_t v = 1; v <= 5; ++v) ASSERT_TRUE(pool->publish_root(0, kArenaOffset, v).ok());
+  EXPECT_EQ(pool->root_generation(), g0 + 5);
+  EXPECT_EQ(pool->root(0).version, 5u);
+  EXPECT_EQ(pool->stats().roots_published, 5u);
+  EXPECT_FALSE(pool->publish_root(kRootSlots, kArenaOffset, 1).ok());
+  EXPECT_EQ(pool->publish_root(1, 17, 1).error().code, Errc::invalid_argument);
+}
+
+TEST(Pool, DamagedLiveTableFallsBackToOtherCopy) {
+  TempDir dir;
+  const auto path = dir.file("p");
+  {
+    auto pool = make_pool(path);
+    ASSERT_TRUE(pool->publish_root(0, kArenaOffset, 1).ok());
+    ASSERT_TRUE(pool->publish_root(0, kArenaOffset, 2).ok());
+  }
+  std::uint64_t sel = 0;
+  {
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(kSelectorOffset);
+    in.read(reinterpret_cast<char*>(&sel), 8);
+  }
+  const std::size_t live_at = sel == 0 ? kRootTable0 : kRootTable1;
+  std::uint64_t junk = 0xdeadbeef;
+  write_bytes(path, live_at + 16 + 8, &junk, 8);  // corrupt slot 0's version
+  auto opened = Pool::open(path);
+  ASSERT_TRUE(opened.ok());
+  EXPECT_EQ(opened.value()->root(0).version, 1u);  // the older table
+  EXPECT_FALSE(opened.value()->health().problems.empty());
+  auto health = Pool::inspect(path);
+  ASSERT_TRUE(health.ok());
+  EXPECT_FALSE(sel == 0 ? health->table0_ok : health->table1_ok);
+}
+
+TEST(Pool, ArenaAllocFreeAndOutOfSpace) {
+  TempDir dir;
+  auto pool = make_pool(dir.file("p"), 1u << 20);
+  auto& a = pool->arena();
+  const auto total = a.block_count();
+  EXPECT_EQ(total, ((1u << 20) - kArenaOffset) / kDefaultBlockSize);
+  auto x = a.alloc(1);
+  auto y = a.alloc(3 * kDefaultBlockSize);
+  ASSERT_TRUE(x.ok() && y.ok());
+  EXPECT_EQ(y.value(), x.value() + kDefaultBlockSize);
+  EXPECT_EQ(a.blocks_in_use(), 4u);
+  auto big = a.alloc(total * kDefaultBlockSize);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.error().code, Errc::out_of_space);
+  a.free(x.value(), 1);
+  EXPECT_EQ(a.blocks_in_use(), 3u);
+  auto z = a.alloc(100);
+  ASSERT_TRUE(z.ok());
+  EXPECT_EQ(z.value(), x.value());  // reused
+}
+
+TEST(Pool, ArenaRebuildFromReachability) {
+  TempDir dir;
+  const auto path = dir.file("p");
+  std::uint64_t keep = 0;
+  {
+    auto pool = make_pool(path);
+    auto a = pool->arena().alloc(8192);
+    auto b = pool->arena().alloc(8192);  // never published: must be reclaimed
+    ASSERT_TRUE(a.ok() && b.ok());
+    keep = a.value();
+    ASSERT_TRUE(pool->publish_root(0, keep, 1).ok());
+  }
+  auto pool = std::move(Pool::open(path).value());
+  auto early = pool->arena().alloc(64);
+  ASSERT_FALSE(early.ok());
+  EXPECT_EQ(early.error().code, Errc::not_ready);
+  auto rb = pool->arena().rebuild();
+  ASSERT_TRUE(rb.mark(pool->root(0).offset, 8192).ok());
+  auto twice = rb.mark(pool->root(0).offset + 4096, 64);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.error().code, Errc::corrupted);
+  EXPECT_FALSE(rb.mark(pool->size() + 4096, 64).ok());
+  rb.finish();
+  EXPECT_EQ(pool->arena().blocks_in_use(), 2u);
+  auto c = pool->arena().alloc(8192);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c.value(), keep + 8192);  // the unpublished extent came back
+}
+
+TEST(Pool, PrimitivesWriteAndCount) {
+  TempDir dir;
+  auto pool = make_pool(dir.file("p"), 16u << 20);
+  auto off = pool->arena().alloc(8u << 20);
+  ASSERT_TRUE(off.ok());
+  std::byte* dst = pool->at(off.value());
+  std::vector<std::uint8_t> src(8u << 20);
+  std::iota(src.begin(), src.end(), 0);
+  pool->device().reset_stats();
+  pool->memcpy_persist(dst, src.data(), 4096);
+  EXPECT_EQ(std::memcmp(dst, src.data(), 4096), 0);
+  auto s = pool->stats().device;
+  EXPECT_EQ(s.nt_bytes, 4096u);
+  EXPECT_EQ(s.drains, 1u);
+  pool->memcpy_persist_mt(dst, src.data(), src.size(), 2);
+  EXPECT_EQ(std::memcmp(dst, src.data(), src.size()), 0);
+  pool->memset_persist(dst, 0xab, 100);
+  EXPECT_EQ(static_cast<unsigned char>(dst[99]), 0xab);
+  pool->device().reset_stats();
+  pool->persist(dst + 10, 100);  // spans lines 0..1
+  EXPECT_EQ(pool->stats().device.lines_flushed, 2u);
+  pool->persist_mt(dst, 8u << 20, 2);
+  EXPECT_EQ(pool->stats().device.lines_flushed, 2u + (8u << 20) / 64);
+}
+
+TEST(Pool, MsyncModeIsSelectable) {
+  TempDir dir;
+  CreateOptions o;
+  o.size = 2u << 20;
+  o.flush_mode = devices::FlushMode::msync;
+  auto pool = Pool::create(dir.file("m"), std::move(o));
+  ASSERT_TRUE(pool.ok());
+  EXPECT_EQ(pool.value()->flush_mode(), devices::FlushMode::msync);
+  auto off = pool.value()->arena().alloc(64);
+  pool.value()->memset_persist(pool.value()->at(off.value()), 1, 64);
+  EXPECT_GE(pool.value()->stats().device.msyncs, 1u);
+}
+
+// ---- errors: each made to happen for real ----
+
+TEST(PoolErrors, MissingFile) {
+  TempDir dir;
+  auto r = Pool::open(dir.file("nope"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::not_found);
+  EXPECT_NE(r.error().message.find("nope"), std::string::npos);
+}
+
+TEST(PoolErrors, Directory) {
+  TempDir dir;
+  EXPECT_EQ(Pool::open(dir.path()).error().code, Errc::is_directory);
+  EXPECT_EQ(Pool::create(dir.path()).error().code, Errc::is_directory);
+}
+
+TEST(PoolErrors, PermissionDenied) {
+  if (geteuid() == 0) {
+    // root bypasses file modes; drop to nobody in a child to make it real.
+    TempDir dir;
+    const auto path = dir.file("p");
+    make_pool(path);
+    ::chmod(dir.path().c_str(), 0755);  // the directory is open to all: only the file's mode denies
+    ::chmod(path.c_str(), 0600);
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (setuid(65534) != 0) _exit(3);
+      auto r = Pool::open(path);
+      _exit(!r.ok() && r.error().code == Errc::permission_denied ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ASSERT_TRUE(WIFEXITED(st));
+    EXPECT_EQ(WEXITSTATUS(st), 0);
+    return;
+  }
+  TempDir dir;
+  const auto path = dir.file("p");
+  make_pool(path);
+  ::chmod(path.c_str(), 0400);
+  EXPECT_EQ(Pool::open(path).error().code, Errc::permission_denied);
+}
+
+TEST(PoolErrors, TooSmallAndBadOptions) {
+  TempDir dir;
+  CreateOptions o;
+  o.size = 4096;
+  EXPECT_EQ(Pool::create(dir.file("s"), std::move(o)).error().code, Errc::too_small);
+  CreateOptions b;
+  b.block_size = 1000;
+  EXPECT_EQ(Pool::create(dir.file("b"), std::move(b)).error().code, Errc::invalid_argument);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("s")));
+}
+
+TEST(PoolErrors, RefusesToOverwrite) {
+  TempDir dir;
+  const auto path = dir.file("p");
+  { std::ofstream(path) << "precious"; }
+  EXPECT_EQ(Pool::create(path).error().code, Errc::already_exists);
+  std::ifstream in(path);
+  std::string s;
+  in >> s;
+  EXPECT_EQ(s, "precious");
+}
+
+TEST(PoolErrors, TruncatedFile) {
+  TempDir dir;
+  const auto path = dir.file("p");
+  make_pool(path);
+  ASSERT_EQ(::truncate(path.c_str(), 2u << 20), 0);
+  auto r = Pool::open(path);
+  EXPECT_EQ(r.error().code, Errc::truncated);
+  ASSERT_EQ(::truncate(path.c_str(), 100), 0);
+  EXPECT_EQ(Pool::open(path).error().code, Errc::truncated);
+}
+
+TEST(PoolErrors, ForeignFile) {
+  TempDir dir;
+  const auto path = dir.file("f");
+  {
+    std::ofstream out(path, std::ios::binary);
+    std::vector<char> junk(2u << 20, 'x');
+    out.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  EXPECT_EQ(Pool::open(path).error().code, Errc::foreign_file);
+  { std::ofstream(dir.file("empty")); }
+  EXPECT_EQ(Pool::open(dir.file("empty")).error().code, Errc::foreign_file);
+}
+
+TEST(PoolErrors, WrongVersionAndCorruptHeaders) {
+  TempDir dir;
+  const auto path = dir.file("p");
+  make_pool(path);
+  PoolHeader h{};
+  {
+    std::ifstream in(path, std::ios::binary);
+    in.read(reinterpret_cast<char*>(&h), sizeof h);
+  }
+  // One damaged copy: opens, reports the problem.
+  std::uint64_t junk = 1;
+  write_bytes(path, kHeaderCopy0 + 40, &junk, 8);
+  auto one = Pool::open(path);
+  ASSERT_TRUE(one.ok());
+  EXPECT_FALSE(one.value()->health().header0_ok);
+  one.value().reset();
+  // Both damaged: corrupted.
+  write_bytes(path, kHeaderCopy1 + 40, &junk, 8);
+  EXPECT_EQ(Pool::open(path).error().code, Errc::corrupted);
+  // A valid header of another layout version.
+  PoolHeader v2 = h;
+  v2.layout_version = 2;
+  v2.checksum = checksum64(&v2, offsetof(PoolHeader, checksum));
+  write_bytes(path, kHeaderCopy0, &v2, sizeof v2);
+  write_bytes(path, kHeaderCopy1, &v2, sizeof v2);
+  auto r = Pool::open(path);
+  EXPECT_EQ(r.error().code, Errc::wrong_version);
+  EXPECT_NE(r.error().message.find("version 2"), std::string::npos);
+}
+
+TEST(PoolErrors, FailedOpenNeverWrites) {
+  TempDir dir;
+  const auto path = dir.file("p");
+  make_pool(path);
+  ASSERT_EQ(::truncate(path.c_str(), 3u << 20), 0);
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> before((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_FALSE(Pool::open(path).ok());
+  std::ifstream again(path, std::ios::binary);
+  std::vector<char> after((std::istreambuf_iterator<char>(again)), {});
+  EXPECT_EQ(before, after);
+}
+
+TEST(PoolErrors, DeviceFullWhileCreating) {
+  TempDir dir;
+  const auto path = dir.file("big");
+  pid_t pid = fork();
+  if (pid == 0) {
+    // A file size limit makes the reservation fail with EFBIG, as a full device would.
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{1u << 20, 1u << 20};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    CreateOptions o;
+    o.size = 8u << 20;
+    auto r = Pool::create(path, std::move(o));
+    _exit(!r.ok() && r.error().code == Errc::device_full ? 0 : 1);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  for (auto& e : std::filesystem::directory_iterator(dir.path())) ADD_FAILURE() << "left behind: " << e.path();
+}
+
+TEST(PoolErrors, PoisonedPoolRefusesPublish) {
+  TempDir dir;
+  auto pool = make_pool(dir.file("p"));
+  pool->poison("test");
+  auto r = pool->publish_root(0, kArenaOffset, 1);
+  EXPECT_EQ(r.error().code, Errc::poisoned);
+}
+
+// A child writes, persists and publishes, then is SIGKILLed; the parent
+// reopens and finds every published version intact.
+TEST(PoolCrash, SigkillAfterPublishKeepsData) {
+  TempDir dir;
+  const auto path = dir.file("k");
+  make_pool(path).reset();
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(pipefd[0]);
+    auto pool = std::move(Pool::open(path).value());
+    pool->arena().reset_empty();
+    auto off = pool->arena().alloc(1u << 16).value();
+    auto* d = reinterpret_cast<std::uint64_t*>(pool->at(off));
+    for (std::uint64_t v = 1;; ++v) {
+      for (int i = 0; i < 8192; ++i) d[i] = v * 1000003 + static_cast<std::uint64_t>(i);
+      pool->persist(d, 1u << 16);
+      if (!pool->publish_root(0, off, v).ok()) _exit(2);
+      if (v == 50) (void)!write(pipefd[1], "x", 1);
+      // Keep writing the next version in place until killed: the root's
+      // version must match the data we find, or be one behind and torn.
+    }
+  }
+  close(pipefd[1]);
+  char c;
+  ASSERT_EQ(read(pipefd[0], &c, 1), 1);
+  kill(pid, SIGKILL);
+  int st;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFSIGNALED(st));
+  auto pool = std::move(Pool::open(path).value());
+  const RootSlot r = pool->root(0);
+  ASSERT_GE(r.version, 50u);
+  // In-place overwrite: data may already be the next version (v+1) in part,
+  // but every word is from version v or v+1, never older.
+  auto* d = reinterpret_cast<std::uint64_t*>(pool->at(r.offset));
+  for (int i = 0; i < 8192; ++i) {
+    std::uint64_t v = (d[i] - static_cast<std::uint64_t>(i)) / 1000003;
+    ASSERT_TRUE(v == r.version || v == r.version + 1) << "word " << i << " from version " << v;
+  }
+}
+
+}  // namespace
+}  // namespace cairn::pool

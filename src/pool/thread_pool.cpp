@@ -1,0 +1,104 @@
+// thread_pool.cpp — persistent workers behind parallel_ranges().
+#include "pool/thread_pool.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace cairn::pool::detail {
+namespace {
+
+class Workers {
+ public:
+  static Workers& instance() {
+    static Workers w;
+    return w;
+  }
+
+  // Runs jobs 1..n-1 on workers while the caller runs job 0.
+  void run(unsigned n, const std::function<void(unsigned)>& job) {
+    std::unique_lock call(call_mu_);  // one parallel operation at a time
+    ensure(n - 1);
+    {
+      std::lock_guard lk(mu_);
+      job_ = &job;
+      next_ = 1;
+      total_ = n;
+      pending_ = n - 1;
+      ++epoch_;
+    }
+    cv_.notify_all();
+    job(0);
+    std::unique_lock lk(mu_);
+    done_cv_.wait(lk, [&] { return pending_ == 0; });
+    job_ = nullptr;
+  }
+
+  ~Workers() {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  void ensure(unsigned count) {
+    while (threads_.size() < count) threads_.emplace_back([this] { loop(); });
+  }
+  void loop() {
+    std::uint64_t seen = 0;
+    std::unique_lock lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [&] { return stop_ || (epoch_ != seen && next_ < total_); });
+      if (stop_) return;
+      seen = epoch_;
+      while (next_ < total_) {
+        unsigned mine = next_++;
+        const auto* job = job_;
+        lk.unlock();
+        (*job)(mine);
+        lk.lock();
+        if (--pending_ == 0) done_cv_.notify_one();
+      }
+    }
+  }
+
+  std::mutex call_mu_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::vector<std::thread> threads_;
+  const std::function<void(unsigned)>* job_ = nullptr;
+  unsigned next_ = 0, total_ = 0, pending_ = 0;
+  std::uint64_t epoch_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace
+
+unsigned default_threads() {
+  if (const char* env = std::getenv("CAIRN_THREADS")) {
+    int v = std::atoi(env);
+    if (v > 0) return static_cast<unsigned>(v);
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+void parallel_ranges(std::size_t len, unsigned threads, const std::function<void(std::size_t, std::size_t)>& fn) {
+  constexpr std::size_t kAlign = 4096;
+  if (threads == 0) threads = default_threads();
+  std::size_t chunk = (len + threads - 1) / threads;
+  chunk = (chunk + kAlign - 1) / kAlign * kAlign;
+  const unsigned n = static_cast<unsigned>((len + chunk - 1) / chunk);
+  if (n <= 1) return fn(0, len);
+  Workers::instance().run(n, [&](unsigned i) {
+    std::size_t off = static_cast<std::size_t>(i) * chunk;
+    fn(off, std::min(chunk, len - off));
+  });
+}
+
+}  // namespace cairn::pool::detail
