@@ -1,0 +1,16 @@
+// commands.hpp — each group of `cairn` subcommands registers itself here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace cairn::tool {
+
+// Each adds its subcommands to the app. A subcommand's callback sets the
+// process exit code through exit_code().
+void add_pool_commands(CLI::App& app);
+void add_device_commands(CLI::App& app);
+void add_crashsim_commands(CLI::App& app);
+
+int& exit_code();
+
+}  // namespace cairn::tool

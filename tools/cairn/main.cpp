@@ -1,0 +1,26 @@
+// main.cpp — the `cairn` command line: pool inspection, device benchmarks,
+// the crash simulator. Run `cairn --help` or `cairn SUBCOMMAND --help`.
+#include <iostream>
+
+#include "commands.hpp"
+
+namespace cairn::tool {
+int& exit_code() {
+  static int code = 0;
+  return code;
+}
+}  // namespace cairn::tool
+
+int main(int argc, char** argv) {
+  CLI::App app{"cairn: persistent-memory resilience runtime for HPC simulations"};
+  app.require_subcommand(1);
+  cairn::tool::add_pool_commands(app);
+  cairn::tool::add_device_commands(app);
+  cairn::tool::add_crashsim_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return cairn::tool::exit_code();
+}
