@@ -1,0 +1,186 @@
+// slot_store.cpp — create / open the two-slot NVM state of pool-based strategies.
+#include "persist/slot_store.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace cairn::persist::detail {
+namespace {
+
+constexpr std::uint64_t kStateMagic = 0x4554415453524941ULL;  // "AIRSTATE"
+constexpr std::uint32_t kStateFormat = 1;
+constexpr std::size_t kPage = 4096;
+constexpr unsigned kStateRoot = 0;
+
+std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+std::uint64_t header_checksum(const StateHeader& h) { return pool::checksum64(&h, offsetof(StateHeader, checksum)); }
+
+}  // namespace
+
+StateHeader* SlotStore::header() const { return reinterpret_cast<StateHeader*>(pool_->at(extent_)); }
+
+void SlotStore::place_regions(const Layout& layout) {
+  region_offsets_.clear();
+  std::size_t off = 0;
+  for (const auto& e : layout.entries) {
+    region_offsets_.push_back(off);
+    off = round_up(off + e.bytes, kPage);
+  }
+  area_bytes_ = std::max<std::size_t>(off, kPage);
+}
+
+Result<std::unique_ptr<SlotStore>> SlotStore::open_or_create(const Options& options, const Layout& layout,
+                                                             const std::string& strategy) {
+  std::unique_ptr<SlotStore> s(new SlotStore());
+  const std::string dir = options.dir.empty() ? pool::default_pool_dir() : options.dir;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return make_error(Errc::io_error, "cannot create the pool directory " + dir + ": " + ec.message() +
+                                          "; set CAIRN_POOL_DIR or Options::dir to a writable directory");
+  s->path_ = dir + "/" + options.name + ".pool";
+  s->place_regions(layout);
+  struct stat st {};
+  const bool exists = ::stat(s->path_.c_str(), &st) == 0;
+  auto device = devices::make_device(options.device);
+  if (!device.ok()) return std::move(device).error();
+  if (!exists) {
+    const std::size_t meta = round_up(kPage + layout.entries.size() * sizeof(RegionDesc) +
+                                          2 * layout.pointers.size() * sizeof(PointerRecord) + 2 * kPage,
+                                      kPage);
+    pool::CreateOptions co;
+    co.size = pool::kArenaOffset + meta + 2 * s->area_bytes_ + (1u << 20);
+    co.device = std::move(device.value());
+    auto p = pool::Pool::create(s->path_, std::move(co));
+    if (!p.ok()) return std::move(p).error();
+    s->pool_ = std::move(p.value());
+    if (auto r = s->init_new(layout, strategy); !r.ok()) return r.error();
+  } else {
+    pool::OpenOptions oo;
+    oo.device = std::move(device.value());
+    auto p = pool::Pool::open(s->path_, std::move(oo));
+    if (!p.ok()) return std::move(p).error();
+    s->pool_ = std::move(p.value());
+    if (auto r = s->attach_existing(layout, strategy); !r.ok()) return r.error();
+  }
+  return s;
+}
+
+Result<void> SlotStore::init_new(const Layout& layout, const std::string& strategy) {
+  const std::size_t descs = layout.entries.size() * sizeof(RegionDesc);
+  const std::size_t ptrs = layout.pointers.size() * sizeof(PointerRecord);
+  const std::size_t meta = round_up(kPage + descs + 2 * ptrs, kPage);
+  const std::size_t total = meta + 2 * area_bytes_;
+  auto ext = pool_->arena().alloc(total);
+  if (!ext.ok()) return ext.error();
+  extent_ = ext.value();
+
+  StateHeader h{};
+  h.magic = kStateMagic;
+  h.format = kStateFormat;
+  h.header_bytes = sizeof(StateHeader);
+  std::strncpy(h.strategy, strategy.c_str(), sizeof h.strategy - 1);
+  h.layout_hash = layout.hash();
+  h.region_count = layout.entries.size();
+  h.pointer_count = layout.pointers.size();
+  h.extent_bytes = total;
+  h.desc_offset = extent_ + kPage;
+  h.pointers_offset[0] = h.desc_offset + descs;
+  h.pointers_offset[1] = h.pointers_offset[0] + ptrs;
+  h.area_offset[0] = extent_ + meta;
+  h.area_offset[1] = h.area_offset[0] + area_bytes_;
+  h.area_bytes = area_bytes_;
+  h.checksum = header_checksum(h);
+  h.version_word = 0;
+
+  // Header and descriptors durable before the root names the extent.
+  auto d = layout.descriptors();
+  if (!d.empty()) pool_->memcpy_nodrain(pool_->at(h.desc_offset), d.data(), descs);
+  pool_->memcpy_nodrain(header(), &h, sizeof h);
+  pool_->drain();
+  if (auto r = pool_->publish_root(kStateRoot, extent_, 0); !r.ok()) return r;
+  layout_check_ = {};
+  return {};
+}
+
+Result<void> SlotStore::attach_existing(const Layout& layout, const std::string& strategy) {
+  const pool::RootSlot root = pool_->root(kStateRoot);
+  if (root.offset == 0)
+    return make_error(Errc::corrupted, path_ +
+                                           " is a cairn pool but holds no persistence state (root slot 0 is "
+                                           "empty); remove it or choose another name");
+  if (root.offset + sizeof(StateHeader) > pool_->size())
+    return make_error(Errc::corrupted, path_ + ": state root points outside the pool");
+  extent_ = root.offset;
+  const StateHeader& h = *header();
+  if (h.magic != kStateMagic || header_checksum(h) != h.checksum)
+    return make_error(Errc::corrupted, path_ + ": the persistence state header is damaged (bad magic or checksum)");
+  if (h.format != kStateFormat)
+    return make_error(Errc::wrong_version, path_ + ": persistence state format " + std::to_string(h.format) +
+                                               ", this cairn reads " + std::to_string(kStateFormat));
+  const std::string stored(h.strategy, strnlen(h.strategy, sizeof h.strategy));
+  if (stored != strategy)
+    return make_error(Errc::layout_mismatch, path_ + " holds state written by strategy '" + stored + "', not '" +
+                                                 strategy +
+                                                 "'; use that strategy to restore it, or "
+                                                 "choose another name");
+  if (h.extent_bytes == 0 || extent_ + h.extent_bytes > pool_->size() ||
+      h.area_offset[1] + h.area_bytes > pool_->size())
+    return make_error(Errc::corrupted, path_ + ": state extent geometry runs past the pool");
+  auto rb = pool_->arena().rebuild();
+  if (auto r = rb.mark(extent_, h.extent_bytes); !r.ok()) return r;
+  rb.finish();
+
+  std::vector<RegionDesc> stored_descs(h.region_count);
+  if (h.region_count > 0 && h.region_count < (1u << 20))
+    std::memcpy(stored_descs.data(), pool_->at(h.desc_offset), h.region_count * sizeof(RegionDesc));
+  layout_check_ = layout.check_same(stored_descs, h.pointer_count, h.layout_hash);
+  if (layout_check_.ok()) {
+    if (h.area_bytes != area_bytes_)
+      return make_error(Errc::corrupted, path_ + ": stored slot area size disagrees with the layout");
+  } else {
+    area_bytes_ = 0;  // never touch slots of a foreign layout
+  }
+  return {};
+}
+
+std::optional<std::uint64_t> SlotStore::committed() const {
+  const std::uint64_t w = __atomic_load_n(&header()->version_word, __ATOMIC_ACQUIRE);
+  if (w == 0) return std::nullopt;
+  return w >> 1;
+}
+
+int SlotStore::committed_slot() const {
+  return static_cast<int>(__atomic_load_n(&header()->version_word, __ATOMIC_ACQUIRE) & 1);
+}
+
+std::byte* SlotStore::area(int k) const { return pool_->at(header()->area_offset[k]); }
+std::uint64_t SlotStore::area_file_offset(int k) const { return header()->area_offset[k]; }
+std::byte* SlotStore::slot(std::size_t region, int k) const { return area(k) + region_offsets_[region]; }
+
+void SlotStore::write_pointers_nodrain(int k, const std::vector<PointerRecord>& records) {
+  if (records.empty()) return;
+  pool_->memcpy_nodrain(pool_->at(header()->pointers_offset[k]), records.data(),
+                        records.size() * sizeof(PointerRecord));
+}
+
+std::vector<PointerRecord> SlotStore::read_pointers(int k) const {
+  std::vector<PointerRecord> out(header()->pointer_count);
+  if (!out.empty())
+    std::memcpy(out.data(), pool_->at(header()->pointers_offset[k]), out.size() * sizeof(PointerRecord));
+  return out;
+}
+
+void SlotStore::publish(std::uint64_t version, int slot) {
+  pool_->drain();  // everything the slot holds is durable first
+  pool_->marker(devices::Marker::commit_begin, "version word");
+  __atomic_store_n(&header()->version_word, (version << 1) | static_cast<std::uint64_t>(slot & 1), __ATOMIC_RELEASE);
+  pool_->persist(&header()->version_word, sizeof(std::uint64_t));
+  pool_->marker(devices::Marker::commit_point, "version word persisted");
+}
+
+}  // namespace cairn::persist::detail

@@ -1,0 +1,96 @@
+// slot_store.hpp — the NVM side shared by the pool-based strategies (shadow,
+// dram-cache, nt-copy, in-place): one pool file holding two slots of every
+// registered region, a pointer table per slot, and the version word (internal).
+//
+// Pool layout: root slot 0 points to one arena extent:
+//
+//   StateHeader (4 KiB)   magic, strategy, layout hash, counts, the version
+//                         word, offsets of everything below, checksum
+//   RegionDesc[n]         the registration layout (names, sizes, kinds)
+//   PointerRecord[p] x 2  pointer table of slot 0 and of slot 1
+//   slot area 0           every region's slot-0 copy, each 4 KiB aligned
+//   slot area 1           every region's slot-1 copy
+//
+// The version word is the commit point: (version << 1) | slot, 0 meaning
+// nothing committed. Commit order: write the slot data and its pointer table,
+// make them durable, then store the version word (one aligned 8-byte store)
+// and persist it. Restore reads the word and uses that slot; a crash before
+// the word's store leaves the previous version, whose slot nobody wrote.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cairn/persist.hpp"
+#include "cairn/pool.hpp"
+#include "persist/layout.hpp"
+
+namespace cairn::persist::detail {
+
+struct StateHeader {
+  std::uint64_t magic;
+  std::uint32_t format;
+  std::uint32_t header_bytes;
+  char strategy[32];
+  std::uint64_t layout_hash;
+  std::uint64_t region_count;
+  std::uint64_t pointer_count;
+  std::uint64_t extent_bytes;  // the whole extent, for the arena rebuild
+  std::uint64_t desc_offset;   // pool offsets
+  std::uint64_t pointers_offset[2];
+  std::uint64_t area_offset[2];  // slot areas, page aligned
+  std::uint64_t area_bytes;
+  std::uint64_t checksum;  // over everything above
+  std::uint8_t pad[64 - (8 * 12 + 40) % 64];
+  std::uint64_t version_word;  // own cache line: (version << 1) | slot
+};
+static_assert(offsetof(StateHeader, version_word) % 64 == 0);
+
+class SlotStore {
+ public:
+  // Opens <dir>/<name>.pool or creates it sized for `layout`. A pool written
+  // by another strategy is refused; a layout that differs from the stored one
+  // is remembered and reported by check_layout().
+  static Result<std::unique_ptr<SlotStore>> open_or_create(const Options& options, const Layout& layout,
+                                                           const std::string& strategy);
+
+  pool::Pool& pool() { return *pool_; }
+  const std::string& path() const { return path_; }
+
+  std::optional<std::uint64_t> committed() const;
+  int committed_slot() const;
+  // Layout of the stored version vs the registered one.
+  Result<void> check_layout() const { return layout_check_; }
+
+  // Region i's copy in slot k, and its byte offset within the slot area.
+  std::byte* slot(std::size_t region, int k) const;
+  std::size_t region_offset(std::size_t region) const { return region_offsets_[region]; }
+  std::byte* area(int k) const;
+  std::size_t area_bytes() const { return area_bytes_; }
+  // Pool file offset of slot area k (page aligned), for mapping it.
+  std::uint64_t area_file_offset(int k) const;
+
+  // Writes slot k's pointer table (non-temporal, no fence).
+  void write_pointers_nodrain(int k, const std::vector<PointerRecord>& records);
+  std::vector<PointerRecord> read_pointers(int k) const;
+  // The commit point: drains, stores the version word, persists it.
+  void publish(std::uint64_t version, int slot);
+
+ private:
+  SlotStore() = default;
+  Result<void> init_new(const Layout& layout, const std::string& strategy);
+  Result<void> attach_existing(const Layout& layout, const std::string& strategy);
+  void place_regions(const Layout& layout);
+  StateHeader* header() const;
+
+  std::unique_ptr<pool::Pool> pool_;
+  std::string path_;
+  std::uint64_t extent_ = 0;
+  std::vector<std::size_t> region_offsets_;
+  std::size_t area_bytes_ = 0;
+  Result<void> layout_check_;
+};
+
+}  // namespace cairn::persist::detail
