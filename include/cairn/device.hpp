@@ -118,21 +118,29 @@ class Device {
   // routines that read persistent data in bulk (restore) call it.
   virtual void read_charge(std::size_t /*bytes*/, bool /*sequential*/) {}
 
-  Stats stats() const { return counters_.snapshot(); }
-  void reset_stats() { counters_.reset(); }
-  Counters& counters() { return counters_; }
+  Stats stats() const { return state_->counters_.snapshot(); }
+  void reset_stats() { state_->counters_.reset(); }
+  Counters& counters() { return state_->counters_; }
 
   // errno of the first failed flush (msync) since bind, 0 if none. A pool
   // whose device failed a flush is poisoned: it refuses further publishes.
-  int io_errno() const { return io_errno_.load(std::memory_order_acquire); }
+  int io_errno() const { return state_->io_errno_.load(std::memory_order_acquire); }
   void record_io_error(int err) {
     int expected = 0;
-    io_errno_.compare_exchange_strong(expected, err, std::memory_order_acq_rel);
+    state_->io_errno_.compare_exchange_strong(expected, err, std::memory_order_acq_rel);
   }
 
  protected:
+  // A device that wraps another (the emulated device calls the real one's
+  // Ops) reports the wrapped device's counters and I/O error, because those
+  // are what the wrapped primitives update. `inner` must outlive this device.
+  void share_state_with(Device& inner) { state_ = inner.state_; }
+
   Counters counters_;
   std::atomic<int> io_errno_{0};
+
+ private:
+  Device* state_ = this;  // whose counters_ / io_errno_ the accessors use
 };
 
 // libpmem as it is.
@@ -145,7 +153,8 @@ Result<std::unique_ptr<Device>> make_emulated_device(const std::string& profile_
 // Builds a device from a spec: "real", "emulated:PROFILE" or a profile spec
 // accepted by parse_profile() (e.g. "optane-dcpmm" or
 // "write_ns=150,read_ns=100,write_gbps=2.3"). An empty spec reads
-// $CAIRN_DEVICE and falls back to "real".
+// $CAIRN_DEVICE, then $CAIRN_DEVICE_PROFILE (which selects the emulated
+// device with that profile), and falls back to "real".
 Result<std::unique_ptr<Device>> make_device(const std::string& spec);
 
 }  // namespace cairn::devices

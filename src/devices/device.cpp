@@ -46,6 +46,9 @@ Result<std::unique_ptr<Device>> make_device(const std::string& spec_in) {
   if (spec.empty()) {
     const char* env = std::getenv("CAIRN_DEVICE");
     spec = env ? env : "";
+    // A profile alone ($CAIRN_DEVICE_PROFILE) selects the emulated device.
+    const char* profile = std::getenv("CAIRN_DEVICE_PROFILE");
+    if (spec.empty() && profile != nullptr && *profile != '\0') spec = "emulated";
   }
   if (spec.empty() || spec == "real") return make_real_device();
   const std::string prefix = "emulated:";

@@ -1,0 +1,413 @@
+// devices_test.cpp — profiles, the emulated device's counters and delays, pools on emulated devices.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <vector>
+
+#include "cairn/device.hpp"
+#include "cairn/pool.hpp"
+#include "cairn/profile.hpp"
+#include "devices/device_bench.hpp"
+#include "testing/temp_dir.hpp"
+
+namespace cairn::devices {
+namespace {
+
+using testing::TempDir;
+using Clock = std::chrono::steady_clock;
+
+Profile parse_ok(const std::string& spec) {
+  auto p = parse_profile(spec);
+  EXPECT_TRUE(p.ok()) << spec << ": " << (p.ok() ? "" : p.error().message);
+  return p.ok() ? p.value() : Profile{};
+}
+
+std::unique_ptr<pool::Pool> make_pool(const std::string& path, const std::string& device_spec,
+                                      FlushMode mode = FlushMode::automatic, std::uint64_t size = 32u << 20) {
+  auto dev = make_device(device_spec);
+  EXPECT_TRUE(dev.ok()) << (dev.ok() ? "" : dev.error().message);
+  if (!dev.ok()) return nullptr;
+  pool::CreateOptions o;
+  o.size = size;
+  o.flush_mode = mode;
+  o.device = std::move(dev.value());
+  auto p = pool::Pool::create(path, std::move(o));
+  EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);
+  return p.ok() ? std::move(p.value()) : nullptr;
+}
+
+// A 64-byte aligned scratch area in the pool's arena (no allocation needed).
+std::byte* scratch(pool::Pool& p) { return p.at(pool::kArenaOffset); }
+
+double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// ---- profiles ----
+
+TEST(Profile, EveryNameParses) {
+  for (const auto& name : profile_names()) {
+    const Profile p = parse_ok(name);
+    EXPECT_EQ(p.name, name);
+    EXPECT_FALSE(p.source.empty()) << name;
+    EXPECT_FALSE(p.describe().empty()) << name;
+  }
+  EXPECT_EQ(profile_names().size(), 6u);
+}
+
+TEST(Profile, NamedValues) {
+  const Profile dram = parse_ok("dram");
+  EXPECT_FALSE(dram.injects_delay());
+
+  const Profile pcm = parse_ok("pcm-2017");  // seed 000 Table 2 minus DRAM's 60 ns
+  EXPECT_DOUBLE_EQ(pcm.write_ns, 90);
+  EXPECT_DOUBLE_EQ(pcm.read_ns, 40);
+  EXPECT_DOUBLE_EQ(pcm.write_bw, 0);
+
+  const Profile optane = parse_ok("optane-dcpmm");
+  EXPECT_DOUBLE_EQ(optane.write_ns, 94);
+  EXPECT_DOUBLE_EQ(optane.write_bw, 2.3e9);
+  EXPECT_DOUBLE_EQ(optane.read_bw, 6.6e9);
+  EXPECT_GT(optane.read_ns, optane.read_seq_ns);  // 305 ns random vs 169 ns sequential
+
+  const Profile cxl = parse_ok("cxl-expander");
+  EXPECT_DOUBLE_EQ(cxl.read_ns, 90);
+  EXPECT_DOUBLE_EQ(cxl.write_ns, 90);
+
+  const double dram_bw = measured_dram_copy_bandwidth();
+  const Profile q8 = parse_ok("quartz-1/8"), q32 = parse_ok("quartz-1/32");
+  EXPECT_DOUBLE_EQ(q8.write_bw, dram_bw / 8);
+  EXPECT_DOUBLE_EQ(q8.read_bw, dram_bw / 8);
+  EXPECT_DOUBLE_EQ(q32.write_bw, dram_bw / 32);
+  EXPECT_DOUBLE_EQ(q8.write_ns, 0);
+}
+
+TEST(Profile, DramBandwidthIsMeasuredOnceAndPlausible) {
+  const double a = measured_dram_copy_bandwidth();
+  EXPECT_GT(a, 1e8);   // more than 100 MB/s
+  EXPECT_LT(a, 1e13);  // less than 10 TB/s
+  EXPECT_EQ(measured_dram_copy_bandwidth(), a);
+}
+
+TEST(Profile, Numbers) {
+  const Profile p = parse_ok("write_ns=150,read_ns=100,write_gbps=2.3,read_gbps=6.6,drain_ns=20,read_seq_ns=7");
+  EXPECT_DOUBLE_EQ(p.write_ns, 150);
+  EXPECT_DOUBLE_EQ(p.read_ns, 100);
+  EXPECT_DOUBLE_EQ(p.read_seq_ns, 7);
+  EXPECT_DOUBLE_EQ(p.drain_ns, 20);
+  EXPECT_DOUBLE_EQ(p.write_bw, 2.3e9);
+  EXPECT_DOUBLE_EQ(p.read_bw, 6.6e9);
+  EXPECT_TRUE(p.injects_delay());
+
+  const Profile spaced = parse_ok("  write_ns = 5 , drain_ns=1.5 ");
+  EXPECT_DOUBLE_EQ(spaced.write_ns, 5);
+  EXPECT_DOUBLE_EQ(spaced.drain_ns, 1.5);
+
+  const Profile zero = parse_ok("write_gbps=0");
+  EXPECT_FALSE(zero.injects_delay());
+}
+
+TEST(Profile, NameWithOverrides) {
+  const Profile p = parse_ok("optane-dcpmm,write_gbps=1,drain_ns=10");
+  EXPECT_DOUBLE_EQ(p.write_bw, 1e9);
+  EXPECT_DOUBLE_EQ(p.drain_ns, 10);
+  EXPECT_DOUBLE_EQ(p.write_ns, 94);    // kept from the name
+  EXPECT_DOUBLE_EQ(p.read_bw, 6.6e9);  // kept from the name
+}
+
+TEST(Profile, DramNsMakesLatenciesAbsolute) {
+  const Profile p = parse_ok("write_ns=150,read_ns=100,dram_ns=60");  // seed 000 Table 2 as written
+  const Profile pcm = parse_ok("pcm-2017");
+  EXPECT_DOUBLE_EQ(p.write_ns, pcm.write_ns);
+  EXPECT_DOUBLE_EQ(p.read_ns, pcm.read_ns);
+}
+
+TEST(Profile, BadInputsAreTypedErrorsNamingTheProblem) {
+  struct Case {
+    const char* spec;
+    const char* must_mention;
+  };
+  const Case cases[] = {
+      {"", "pcm-2017"},                                // empty: lists the names
+      {"   ", "write_gbps"},                           // blank: lists the keys
+      {"optane", "optane-dcpmm"},                      // unknown name: lists the names
+      {"write_ns", "write_ns"},                        // no '=': named, with the valid names
+      {"write_ns=", "empty value"},                    //
+      {"write_ns=abc", "abc"},                         //
+      {"write_ns=12ns", "12ns"},                       // units are not accepted
+      {"write_ns=1e", "1e"},                           //
+      {"write_ns=-5", "negative"},                     //
+      {"write_ns=nan", "finite"},                      //
+      {"write_ns=inf", "finite"},                      //
+      {"write_ns=2e6", "limit"},                       // above 1 ms
+      {"write_gbps=0.0000001", "0.001"},               // too slow to be meant
+      {"read_gbps=1e9", "10000"},                      // too fast to be meant
+      {"bogus=1", "bogus"},                            // unknown key
+      {"bogus=1", "drain_ns"},                         // ... and the list of keys
+      {"write_ns=1,write_ns=2", "twice"},              //
+      {"write_ns=1,,drain_ns=2", "empty item"},        //
+      {"write_ns=1,", "empty item"},                   // trailing comma
+      {"write_ns=1,optane-dcpmm", "must come first"},  //
+      {"optane-dcpmm,pcm-2017", "must come first"},    //
+      {"write_ns=50,dram_ns=60", "dram_ns"},           // absolute latency below DRAM's
+      {"=5", "unknown key ''"},                        //
+  };
+  for (const auto& c : cases) {
+    auto p = parse_profile(c.spec);
+    ASSERT_FALSE(p.ok()) << "accepted: '" << c.spec << "'";
+    EXPECT_EQ(p.error().code, Errc::invalid_argument) << c.spec;
+    EXPECT_NE(p.error().message.find(c.must_mention), std::string::npos)
+        << "spec '" << c.spec << "' gave: " << p.error().message << " (expected to mention '" << c.must_mention << "')";
+  }
+}
+
+// ---- device selection ----
+
+TEST(MakeDevice, RoutesSpecsAndEnvironment) {
+  auto a = make_device("emulated:pcm-2017");
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_EQ(a.value()->name(), "emulated:pcm-2017");
+  auto b = make_device("optane-dcpmm");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b.value()->name(), "emulated:optane-dcpmm");
+  auto c = make_device("emulated:nope");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().code, Errc::invalid_argument);
+  EXPECT_NE(c.error().message.find("nope"), std::string::npos);
+
+  ::unsetenv("CAIRN_DEVICE");
+  ::unsetenv("CAIRN_DEVICE_PROFILE");
+  auto d = make_device("emulated");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error().code, Errc::invalid_argument);
+  EXPECT_NE(d.error().message.find("CAIRN_DEVICE_PROFILE"), std::string::npos);
+  EXPECT_EQ(make_device("").value()->name(), "real");
+
+  ::setenv("CAIRN_DEVICE_PROFILE", "cxl-expander", 1);
+  EXPECT_EQ(make_device("").value()->name(), "emulated:cxl-expander");
+  EXPECT_EQ(make_device("emulated:").value()->name(), "emulated:cxl-expander");
+  ::setenv("CAIRN_DEVICE", "emulated:pcm-2017", 1);  // an explicit device wins
+  EXPECT_EQ(make_device("").value()->name(), "emulated:pcm-2017");
+  ::unsetenv("CAIRN_DEVICE");
+  ::unsetenv("CAIRN_DEVICE_PROFILE");
+}
+
+// ---- counters ----
+
+TEST(EmulatedDevice, CountsLinesNtBytesDrainsAndDelay) {
+  TempDir dir;
+  auto p = make_pool(dir.file("pcm.pool"), "emulated:pcm-2017");
+  ASSERT_TRUE(p);
+  p->device().reset_stats();
+  std::byte* buf = scratch(*p);
+  std::memset(buf, 1, 640);
+  p->flush(buf, 640);  // 10 lines
+  p->drain();
+  Stats s = p->stats().device;
+  EXPECT_EQ(s.lines_flushed, 10u);
+  EXPECT_EQ(s.bytes_flushed, 640u);
+  EXPECT_EQ(s.flush_calls, 1u);
+  EXPECT_EQ(s.drains, 1u);
+  // 10 lines x 90 ns, converted to ticks and back: a tick of rounding at most.
+  EXPECT_GE(s.injected_delay_ns, 895u);
+  EXPECT_LE(s.injected_delay_ns, 905u);
+
+  std::vector<std::byte> src(1 << 16, std::byte{7});
+  p->memcpy_persist(buf, src.data(), src.size());
+  s = p->stats().device;
+  EXPECT_EQ(s.nt_bytes, src.size());
+  EXPECT_EQ(s.copied_bytes, src.size());
+  EXPECT_EQ(s.drains, 2u);
+  EXPECT_EQ(s.nvm_bytes_written(), 640u + src.size());
+  EXPECT_EQ(std::memcmp(buf, src.data(), src.size()), 0);
+}
+
+TEST(EmulatedDevice, DramProfileInjectsNothing) {
+  TempDir dir;
+  auto p = make_pool(dir.file("dram.pool"), "emulated:dram");
+  ASSERT_TRUE(p);
+  p->device().reset_stats();
+  std::byte* buf = scratch(*p);
+  std::vector<std::byte> src(1 << 20, std::byte{3});
+  p->memcpy_persist(buf, src.data(), src.size());
+  p->persist(buf, 4096);
+  p->device().read_charge(1 << 20, true);
+  const Stats s = p->stats().device;
+  EXPECT_EQ(s.lines_flushed, 64u);
+  EXPECT_EQ(s.nt_bytes, src.size());
+  EXPECT_EQ(s.injected_delay_ns, 0u);
+}
+
+// Small copies go through the cache and are flushed; large ones are
+// non-temporal. The emulated device charges write latency exactly for the
+// former, so its split must agree with the real device's counters.
+TEST(EmulatedDevice, CopyChargeFollowsTheRealDevicesNtSplit) {
+  TempDir dir;
+  auto p = make_pool(dir.file("split.pool"), "write_ns=100");  // latency only, no bandwidth cap
+  ASSERT_TRUE(p);
+  std::byte* buf = scratch(*p);
+  std::vector<std::byte> src(8192, std::byte{9});
+  for (std::size_t len : {1u, 64u, 128u, 255u, 256u, 257u, 4096u, 8192u}) {
+    p->device().reset_stats();
+    p->memcpy_persist(buf, src.data(), len);
+    const Stats s = p->stats().device;
+    if (s.nt_bytes == 0) {
+      EXPECT_GT(s.lines_flushed, 0u) << len;
+      EXPECT_GE(s.injected_delay_ns, s.lines_flushed * 99) << len;
+    } else {
+      EXPECT_EQ(s.nt_bytes, len);
+      EXPECT_EQ(s.injected_delay_ns, 0u) << len << ": a non-temporal copy was charged write latency";
+    }
+  }
+}
+
+TEST(EmulatedDevice, ReadChargeCountsDelay) {
+  auto d = make_device("read_ns=100,read_seq_ns=50");
+  ASSERT_TRUE(d.ok());
+  d.value()->read_charge(640, false);  // 10 random lines
+  EXPECT_GE(d.value()->stats().injected_delay_ns, 995u);
+  d.value()->reset_stats();
+  d.value()->read_charge(1 << 20, true);  // one sequential stream
+  EXPECT_GE(d.value()->stats().injected_delay_ns, 49u);
+  EXPECT_LE(d.value()->stats().injected_delay_ns, 51u);
+}
+
+// The msync path (non-DAX files) goes through the same wrapper; its counters
+// land in the shared counters too.
+TEST(EmulatedDevice, MsyncModeSharesCounters) {
+  TempDir dir;
+  auto p = make_pool(dir.file("msync.pool"), "emulated:pcm-2017", FlushMode::msync, 2u << 20);
+  ASSERT_TRUE(p);
+  p->device().reset_stats();
+  std::byte* buf = scratch(*p);
+  std::memset(buf, 5, 4096);
+  p->persist(buf, 4096);
+  const Stats s = p->stats().device;
+  EXPECT_EQ(s.msyncs, 1u);
+  EXPECT_EQ(s.lines_flushed, 64u);
+  EXPECT_GE(s.injected_delay_ns, 64u * 89);
+  EXPECT_EQ(p->device().io_errno(), 0);
+}
+
+// ---- pools on emulated devices ----
+
+TEST(EmulatedDevice, PoolDataRoundTrips) {
+  TempDir dir;
+  const auto path = dir.file("rt.pool");
+  std::vector<std::uint64_t> data(100000);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = i * 0x9E3779B97F4A7C15ULL;
+  std::uint64_t off = 0;
+  {
+    auto p = make_pool(path, "emulated:optane-dcpmm");
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->device().name(), "emulated:optane-dcpmm");
+    p->arena().reset_empty();
+    auto a = p->arena().alloc(data.size() * 8);
+    ASSERT_TRUE(a.ok());
+    off = a.value();
+    p->memcpy_persist(p->at(off), data.data(), data.size() * 8);
+    auto* small = reinterpret_cast<std::uint64_t*>(p->at(off));
+    small[1] = 42;  // a store plus a one-line persist
+    p->persist(&small[1], 8);
+    ASSERT_TRUE(p->publish_root(0, off, 7).ok());
+    EXPECT_GT(p->stats().device.injected_delay_ns, 0u);
+  }
+  data[1] = 42;
+  pool::OpenOptions o;
+  o.device = make_device("emulated:cxl-expander").value();
+  auto opened = pool::Pool::open(path, std::move(o));
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  auto& p = *opened.value();
+  EXPECT_EQ(p.root(0).offset, off);
+  EXPECT_EQ(p.root(0).version, 7u);
+  EXPECT_EQ(std::memcmp(p.at(off), data.data(), data.size() * 8), 0);
+}
+
+// ---- delays: lower bounds only (upper bounds are the benchmark's job) ----
+
+TEST(EmulatedDevice, BandwidthCapIsALowerBoundOnCopyTime) {
+  TempDir dir;
+  constexpr double kBw = 0.5e9;  // 500 MB/s
+  constexpr std::size_t kN = 8u << 20;
+  auto p = make_pool(dir.file("bw.pool"), "write_gbps=0.5");
+  ASSERT_TRUE(p);
+  std::vector<std::byte> src(kN, std::byte{1});
+  std::byte* buf = scratch(*p);
+  std::memset(buf, 0, kN);               // fault the pages in
+  const double min_s = kN / kBw * 0.99;  // 1 %: TSC calibration against steady_clock
+
+  auto t0 = Clock::now();
+  p->memcpy_persist(buf, src.data(), kN);
+  EXPECT_GE(seconds(t0), min_s) << "one copy";
+
+  t0 = Clock::now();
+  for (std::size_t off = 0; off < kN; off += 64 * 1024) p->memcpy_nodrain(buf + off, src.data() + off, 64 * 1024);
+  p->drain();
+  EXPECT_GE(seconds(t0), min_s) << "many copies";
+
+  // Two threads share the one bucket: together they still need N / B.
+  t0 = Clock::now();
+  p->memcpy_persist_mt(buf, src.data(), kN, 2);
+  EXPECT_GE(seconds(t0), min_s) << "two threads";
+
+  // Flushed bytes pass the same bucket.
+  t0 = Clock::now();
+  p->persist(buf, kN);
+  EXPECT_GE(seconds(t0), min_s) << "persist";
+  EXPECT_GE(p->stats().device.injected_delay_ns, 1'000'000u);
+}
+
+TEST(EmulatedDevice, LatenciesAreLowerBounds) {
+  TempDir dir;
+  auto p = make_pool(dir.file("lat.pool"), "write_ns=2000,drain_ns=5000,read_ns=1000,read_gbps=1");
+  ASSERT_TRUE(p);
+  std::byte* buf = scratch(*p);
+  auto t0 = Clock::now();
+  for (int i = 0; i < 500; ++i) p->flush(buf + 64 * i, 64);
+  EXPECT_GE(seconds(t0), 500 * 2000e-9 * 0.99);
+  t0 = Clock::now();
+  for (int i = 0; i < 200; ++i) p->drain();
+  EXPECT_GE(seconds(t0), 200 * 5000e-9 * 0.99);
+  t0 = Clock::now();
+  for (int i = 0; i < 500; ++i) p->device().read_charge(64, false);
+  EXPECT_GE(seconds(t0), 500 * 1000e-9 * 0.99);
+  t0 = Clock::now();
+  p->device().read_charge(16u << 20, true);
+  EXPECT_GE(seconds(t0), (16u << 20) / 1e9 * 0.99);
+}
+
+// ---- the benchmark library runs and fills its tables ----
+
+TEST(DeviceBench, SmallRunFillsBothTables) {
+  TempDir dir;
+  BenchOptions o;
+  o.dir = dir.path();
+  o.size = 4u << 20;
+  o.reps = 1;
+  o.threads = 2;
+  o.profiles = {"dram", "write_ns=200,drain_ns=300,write_gbps=1,read_ns=100,read_gbps=2"};
+  auto r = run_device_bench(o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().primitives.size(), 10u);
+  for (const auto& row : r.value().primitives) EXPECT_GT(row.value, 0) << row.operation;
+  EXPECT_GT(r.value().best_copy_bw, 0);
+  // dram: flush extra; numeric: flush, drain, write 1T, write 2T, read ns, read GB/s.
+  EXPECT_EQ(r.value().fidelity.size(), 7u);
+  std::ostringstream out;
+  print_report(r.value(), out);
+  EXPECT_NE(out.str().find("| write_ns=200"), std::string::npos);
+  const auto json = dir.file("r.json");
+  ASSERT_TRUE(write_report_json(r.value(), json).ok());
+  EXPECT_TRUE(std::filesystem::file_size(json) > 100);
+  EXPECT_FALSE(run_device_bench([] {
+                 BenchOptions bad;
+                 bad.size = 12345;
+                 return bad;
+               }())
+                   .ok());
+}
+
+}  // namespace
+}  // namespace cairn::devices
