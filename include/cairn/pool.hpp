@@ -181,6 +181,12 @@ class Pool {
   static Result<std::unique_ptr<Pool>> open(const std::string& path, OpenOptions options = {});
   // Reads and validates a pool without opening it for use (for `pool check`).
   static Result<Health> inspect(const std::string& path);
+  // Opens a pool over an image already in memory (the crash simulator's crash
+  // images): the same validation as open(), no file, and the memory is the
+  // caller's (not unmapped on close). `label` names the image in messages.
+  // FlushMode::automatic means cpu here.
+  static Result<std::unique_ptr<Pool>> open_image(std::byte* base, std::size_t size, OpenOptions options = {},
+                                                  const std::string& label = "<pool image>");
 
   ~Pool();
   Pool(const Pool&) = delete;
@@ -234,6 +240,10 @@ class Pool {
   void memcpy_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads = 0);
   // Ranges smaller than this are done on the calling thread.
   static constexpr std::size_t kParallelMin = 1u << 20;
+  // True on a thread that is inside persist_mt / memcpy_persist_mt. The crash
+  // simulator defers work at crash points reached there (a nested parallel
+  // operation would wait for the one in progress).
+  static bool in_parallel_persist() noexcept;
 
   void marker(devices::Marker m, const char* label = "") { device_->marker(m, label); }
 
@@ -277,6 +287,11 @@ class Pool {
   std::uint64_t roots_published_ = 0;
   bool poisoned_ = false;
   std::string poison_reason_;
+  bool owns_mapping_ = true;  // false for open_image(): the memory is the caller's
+  struct ParallelScope {      // marks this thread as inside a parallel persist
+    ParallelScope();
+    ~ParallelScope();
+  };
 };
 
 // The directory pools go to by default: $CAIRN_POOL_DIR, else /dev/shm/cairn

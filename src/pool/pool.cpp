@@ -87,12 +87,10 @@ struct Fd {
   }
 };
 
-// Validates the two header copies of an open file (read with pread: nothing
-// is written). Fills `health` and returns the header to use.
-Result<PoolHeader> read_header(const std::string& path, int fd, std::uint64_t file_size, Health& health) {
-  PoolHeader h[2]{};
-  std::size_t got[2] = {read_at(fd, &h[0], sizeof(PoolHeader), kHeaderCopy0),
-                        read_at(fd, &h[1], sizeof(PoolHeader), kHeaderCopy1)};
+// Validates the two header copies (`got` bytes of each could be read) of a
+// pool of `file_size` bytes. Fills `health` and returns the header to use.
+Result<PoolHeader> validate_header(const std::string& path, const PoolHeader (&h)[2], const std::size_t (&got)[2],
+                                   std::uint64_t file_size, Health& health) {
   bool magic[2], ok[2];
   for (int i = 0; i < 2; ++i) {
     magic[i] = got[i] == sizeof(PoolHeader) && h[i].magic == kMagic;
@@ -141,6 +139,15 @@ Result<PoolHeader> read_header(const std::string& path, int fd, std::uint64_t fi
                                            " blocks of " + std::to_string(use.block_size) + " in " +
                                            std::to_string(use.pool_size) + " bytes)");
   return use;
+}
+
+// Validates the two header copies of an open file (read with pread: nothing
+// is written). Fills `health` and returns the header to use.
+Result<PoolHeader> read_header(const std::string& path, int fd, std::uint64_t file_size, Health& health) {
+  PoolHeader h[2]{};
+  const std::size_t got[2] = {read_at(fd, &h[0], sizeof(PoolHeader), kHeaderCopy0),
+                              read_at(fd, &h[1], sizeof(PoolHeader), kHeaderCopy1)};
+  return validate_header(path, h, got, file_size, health);
 }
 
 // Picks the live root table from the selector and the two checksums.
@@ -380,7 +387,7 @@ Result<Health> Pool::inspect(const std::string& path) {
 Pool::~Pool() {
   if (base_ != nullptr) {
     device_->unbind();
-    pmem_unmap(base_, size_);
+    if (owns_mapping_) pmem_unmap(base_, size_);
   }
 }
 
@@ -453,6 +460,7 @@ PoolStats Pool::stats() const {
 
 void Pool::persist_mt(const void* addr, std::size_t len, unsigned threads) {
   if (len < kParallelMin) return persist(addr, len);
+  ParallelScope scope;
   auto* p = static_cast<const std::byte*>(addr);
   detail::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
     ops_.flush(ctx_, p + off, n);
@@ -462,12 +470,74 @@ void Pool::persist_mt(const void* addr, std::size_t len, unsigned threads) {
 
 void Pool::memcpy_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads) {
   if (len < kParallelMin) return memcpy_persist(dst, src, len);
+  ParallelScope scope;
   auto* d = static_cast<std::byte*>(dst);
   auto* s = static_cast<const std::byte*>(src);
   detail::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
     ops_.copy_nodrain(ctx_, d + off, s + off, n);
     ops_.drain(ctx_);
   });
+}
+
+// ---- in-memory images (used by the crash simulator, testing/crashsim) ----
+
+namespace {
+thread_local int parallel_depth = 0;
+}  // namespace
+
+Pool::ParallelScope::ParallelScope() { ++parallel_depth; }
+Pool::ParallelScope::~ParallelScope() { --parallel_depth; }
+bool Pool::in_parallel_persist() noexcept { return parallel_depth > 0; }
+
+Result<std::unique_ptr<Pool>> Pool::open_image(std::byte* base, std::size_t size, OpenOptions options,
+                                               const std::string& label) {
+  if (base == nullptr) return make_error(Errc::invalid_argument, label + ": no image to open");
+  // The same checks as open(), on the bytes in memory instead of pread.
+  Health health;
+  PoolHeader h[2]{};
+  std::size_t got[2] = {0, 0};
+  if (size >= kHeaderCopy0 + sizeof(PoolHeader)) got[0] = sizeof(PoolHeader);
+  if (size >= kHeaderCopy1 + sizeof(PoolHeader)) got[1] = sizeof(PoolHeader);
+  if (got[0] != 0) std::memcpy(&h[0], base + kHeaderCopy0, sizeof(PoolHeader));
+  if (got[1] != 0) std::memcpy(&h[1], base + kHeaderCopy1, sizeof(PoolHeader));
+  auto header = validate_header(label, h, got, size, health);
+  if (!header.ok()) return std::move(header).error();
+  std::uint64_t sel = 0;
+  RootTable t0{}, t1{};
+  std::memcpy(&sel, base + kSelectorOffset, sizeof sel);
+  std::memcpy(&t0, base + kRootTable0, sizeof t0);
+  std::memcpy(&t1, base + kRootTable1, sizeof t1);
+  auto live = choose_table(label, sel, t0, t1, health);
+  if (!live.ok()) return std::move(live).error();
+
+  std::unique_ptr<Pool> pool(new Pool());
+  pool->path_ = label;
+  pool->base_ = base;
+  pool->size_ = header.value().pool_size;
+  pool->owns_mapping_ = false;
+  pool->is_pmem_ = false;
+  // No file to look at: the caller (its device) decides; automatic means cpu.
+  pool->mode_ = options.flush_mode == devices::FlushMode::msync ? devices::FlushMode::msync : devices::FlushMode::cpu;
+  if (!options.device) {
+    auto d = devices::make_device("");
+    if (!d.ok()) return std::move(d).error();
+    options.device = std::move(d.value());
+  }
+  pool->device_ = std::move(options.device);
+  devices::Mapping m{pool->base_, pool->size_, pool->is_pmem_, pool->mode_};
+  auto ops = pool->device_->bind(m);
+  if (!ops.ok()) {
+    pool->base_ = nullptr;  // never bound: nothing to unbind
+    return std::move(ops).error();
+  }
+  pool->ops_ = ops.value();
+  pool->ctx_ = pool->device_->context();
+  pool->header_ = header.value();
+  pool->health_ = std::move(health);
+  const PoolHeader& hd = pool->header_;
+  pool->arena_.init(hd.arena_offset, hd.block_size, hd.block_count,
+                    reinterpret_cast<std::uint64_t*>(pool->base_ + kHighWaterOffset), pool.get());
+  return pool;
 }
 
 }  // namespace cairn::pool
