@@ -1,0 +1,567 @@
+// cmd_pool.cpp — `cairn pool create|info|check`: make, describe and verify pool files.
+//
+// `check` is built for damaged files: it reads with pread only, never maps or
+// writes, asks Pool::inspect whether the pool would open, and then looks at
+// every on-media structure itself so that it can list every problem, including
+// the ones behind a fatal one (a pool whose two header copies are both bad may
+// also have a bad root table).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <exception>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cairn/device.hpp"
+#include "cairn/pool.hpp"
+#include "commands.hpp"
+
+namespace cairn::tool {
+namespace {
+
+using pool::kArenaOffset;
+using pool::kHeaderCopy0;
+using pool::kHeaderCopy1;
+using pool::kHighWaterOffset;
+using pool::kLayoutVersion;
+using pool::kMagic;
+using pool::kRootSlots;
+using pool::kRootTable0;
+using pool::kRootTable1;
+using pool::kSelectorOffset;
+using pool::PoolHeader;
+using pool::RootTable;
+
+// Exit codes shared by the pool commands (documented in their --help).
+constexpr int kExitOk = 0;
+constexpr int kExitProblems = 1;  // check: problems found; create: not created
+constexpr int kExitCannot = 2;    // cannot read the file, or a bad option value
+
+// ---- sizes ----
+
+// "4096", "4K", "64M", "1G", "2T", also "1GiB" / "1gb"; binary multiples.
+Result<std::uint64_t> parse_size(const std::string& what, const std::string& text) {
+  auto bad = [&](const std::string& why) {
+    return make_error(Errc::invalid_argument, what + " '" + text + "' is not a size: " + why +
+                                                  " (write a whole number of bytes, optionally with a K, M, G or T "
+                                                  "suffix, e.g. 4K or 1G)");
+  };
+  std::size_t i = 0;
+  std::uint64_t value = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    const std::uint64_t digit = static_cast<std::uint64_t>(text[i] - '0');
+    if (value > (UINT64_MAX - digit) / 10) return bad("it is too large");
+    value = value * 10 + digit;
+    ++i;
+  }
+  if (i == 0) return bad("it does not start with a digit");
+  std::string suffix = text.substr(i);
+  for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  unsigned shift = 0;
+  if (!suffix.empty()) {
+    switch (suffix[0]) {
+      case 'K': shift = 10; break;
+      case 'M': shift = 20; break;
+      case 'G': shift = 30; break;
+      case 'T': shift = 40; break;
+      case 'B': break;
+      default: return bad("unknown suffix '" + text.substr(i) + "'");
+    }
+    const std::string rest = suffix.substr(suffix[0] == 'B' ? 0 : 1);
+    if (!(rest.empty() || rest == "B" || (shift != 0 && rest == "IB")))
+      return bad("unknown suffix '" + text.substr(i) + "'");
+  }
+  if (shift != 0 && value > (UINT64_MAX >> shift)) return bad("it is too large");
+  value <<= shift;
+  if (value == 0) return bad("it is zero");
+  return value;
+}
+
+std::string human_bytes(std::uint64_t n) {
+  static const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024.0 && u < 5) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%" PRIu64 " bytes", n);
+  else
+    std::snprintf(buf, sizeof buf, "%" PRIu64 " bytes (%.4g %s)", n, v, units[u]);
+  return buf;
+}
+
+std::string uuid_text(const std::uint8_t (&u)[16]) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+                u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  return buf;
+}
+
+std::string time_text(std::uint64_t ns) {
+  const std::time_t secs = static_cast<std::time_t>(ns / 1000000000u);
+  std::tm tm{};
+  if (gmtime_r(&secs, &tm) == nullptr) return "(invalid time)";
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+std::string hex64(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
+  return buf;
+}
+
+// The magic's eight bytes as characters where printable.
+std::string magic_chars(std::uint64_t m) {
+  std::string s;
+  for (int i = 0; i < 8; ++i) {
+    const char c = static_cast<char>((m >> (8 * i)) & 0xff);
+    s += (c >= 0x20 && c < 0x7f) ? c : '.';
+  }
+  return s;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// ---- create ----
+
+struct CreateArgs {
+  std::string path;
+  std::string size = "64M";
+  std::string block_size = "4K";
+  std::string flush = "auto";
+};
+
+int run_create(const CreateArgs& a) {
+  auto size = parse_size("--size", a.size);
+  if (!size.ok()) {
+    std::cerr << "cairn pool create: " << size.error().message << "\n";
+    return kExitCannot;
+  }
+  auto block = parse_size("--block-size", a.block_size);
+  if (!block.ok()) {
+    std::cerr << "cairn pool create: " << block.error().message << "\n";
+    return kExitCannot;
+  }
+  if (block.value() > UINT32_MAX) {
+    std::cerr << "cairn pool create: --block-size '" << a.block_size << "' is too large (at most 64M)\n";
+    return kExitCannot;
+  }
+  auto mode = devices::parse_flush_mode(a.flush);
+  if (!mode.ok()) {
+    std::cerr << "cairn pool create: --flush: " << mode.error().message << "\n";
+    return kExitCannot;
+  }
+  pool::CreateOptions o;
+  o.size = size.value();
+  o.block_size = static_cast<std::uint32_t>(block.value());
+  o.flush_mode = mode.value();
+  o.device = devices::make_real_device();
+  auto p = pool::Pool::create(a.path, std::move(o));
+  if (!p.ok()) {
+    std::cerr << "cairn pool create: " << p.error().message << "\n";
+    const bool bad_value = p.error().code == Errc::invalid_argument || p.error().code == Errc::too_small;
+    return bad_value ? kExitCannot : kExitProblems;
+  }
+  const auto& h = p.value()->header();
+  std::cout << "created " << a.path << ": " << human_bytes(h.pool_size) << ", " << h.block_count << " blocks of "
+            << h.block_size << " bytes, uuid " << uuid_text(h.uuid) << ", flush mode "
+            << devices::flush_mode_name(p.value()->flush_mode()) << (p.value()->is_pmem() ? " (real pmem)" : "")
+            << "\n";
+  return kExitOk;
+}
+
+// ---- info ----
+
+struct InfoArgs {
+  std::string path;
+  bool json = false;
+};
+
+int run_info(const InfoArgs& a) {
+  pool::OpenOptions o;
+  o.device = devices::make_real_device();
+  auto opened = pool::Pool::open(a.path, std::move(o));
+  if (!opened.ok()) {
+    std::cerr << "cairn pool info: " << opened.error().message << "\n";
+    if (opened.error().code == Errc::corrupted || opened.error().code == Errc::truncated)
+      std::cerr << "run `cairn pool check " << a.path << "` for every problem\n";
+    return kExitCannot;
+  }
+  const pool::Pool& p = *opened.value();
+  const PoolHeader& h = p.header();
+  const pool::Health& health = p.health();
+  std::uint64_t high_water = 0;
+  std::memcpy(&high_water, p.at(kHighWaterOffset), sizeof high_water);
+  std::vector<std::pair<unsigned, pool::RootSlot>> roots;
+  for (unsigned s = 0; s < kRootSlots; ++s)
+    if (p.root(s).offset != 0 || p.root(s).version != 0) roots.emplace_back(s, p.root(s));
+  const char* mode = devices::flush_mode_name(p.flush_mode());
+
+  if (a.json) {
+    std::ostringstream j;
+    j << "{\n";
+    j << "  \"path\": " << json_string(a.path) << ",\n";
+    j << "  \"magic\": " << json_string(hex64(h.magic)) << ",\n";
+    j << "  \"magic_ok\": " << (h.magic == kMagic ? "true" : "false") << ",\n";
+    j << "  \"layout_version\": " << h.layout_version << ",\n";
+    j << "  \"uuid\": " << json_string(uuid_text(h.uuid)) << ",\n";
+    j << "  \"pool_size\": " << h.pool_size << ",\n";
+    j << "  \"create_time_ns\": " << h.create_time_ns << ",\n";
+    j << "  \"create_time\": " << json_string(time_text(h.create_time_ns)) << ",\n";
+    j << "  \"arena_offset\": " << h.arena_offset << ",\n";
+    j << "  \"block_size\": " << h.block_size << ",\n";
+    j << "  \"block_count\": " << h.block_count << ",\n";
+    j << "  \"arena_high_water_blocks\": " << high_water << ",\n";
+    j << "  \"arena_high_water_bytes\": " << high_water * h.block_size << ",\n";
+    j << "  \"header_copies_ok\": [" << (health.header0_ok ? "true" : "false") << ", "
+      << (health.header1_ok ? "true" : "false") << "],\n";
+    j << "  \"root_tables_ok\": [" << (health.table0_ok ? "true" : "false") << ", "
+      << (health.table1_ok ? "true" : "false") << "],\n";
+    j << "  \"root_selector\": " << health.selector << ",\n";
+    j << "  \"live_root_table\": " << health.live_table << ",\n";
+    j << "  \"root_generation\": " << p.root_generation() << ",\n";
+    j << "  \"roots\": [";
+    for (std::size_t i = 0; i < roots.size(); ++i)
+      j << (i ? ", " : "") << "{\"slot\": " << roots[i].first << ", \"offset\": " << roots[i].second.offset
+        << ", \"version\": " << roots[i].second.version << "}";
+    j << "],\n";
+    j << "  \"is_pmem\": " << (p.is_pmem() ? "true" : "false") << ",\n";
+    j << "  \"flush_mode\": " << json_string(mode) << ",\n";
+    j << "  \"problems\": [";
+    for (std::size_t i = 0; i < health.problems.size(); ++i) j << (i ? ", " : "") << json_string(health.problems[i]);
+    j << "]\n}\n";
+    std::cout << j.str();
+    return kExitOk;
+  }
+
+  std::ostringstream t;
+  t << "pool             " << a.path << "\n";
+  t << "magic            " << hex64(h.magic) << " \"" << magic_chars(h.magic) << "\""
+    << (h.magic == kMagic ? "" : " (WRONG)") << "\n";
+  t << "layout version   " << h.layout_version << "\n";
+  t << "uuid             " << uuid_text(h.uuid) << "\n";
+  t << "size             " << human_bytes(h.pool_size) << "\n";
+  t << "created          " << time_text(h.create_time_ns) << "\n";
+  t << "header copies    0 " << (health.header0_ok ? "ok" : "DAMAGED") << ", 1 "
+    << (health.header1_ok ? "ok" : "DAMAGED") << "\n";
+  t << "arena            " << h.block_count << " blocks of " << h.block_size << " bytes from offset " << h.arena_offset
+    << "\n";
+  t << "high-water mark  " << high_water << " blocks (" << human_bytes(high_water * h.block_size)
+    << "): an upper bound on arena use; blocks freed since are not subtracted\n";
+  t << "root table       " << health.live_table << " is live (selector " << health.selector << "), generation "
+    << p.root_generation() << "\n";
+  if (roots.empty()) t << "roots            all " << kRootSlots << " slots empty\n";
+  for (std::size_t i = 0; i < roots.size(); ++i)
+    t << (i == 0 ? "roots            " : "                 ") << "slot " << roots[i].first << ": offset "
+      << roots[i].second.offset << ", version " << roots[i].second.version << "\n";
+  t << "real pmem        " << (p.is_pmem() ? "yes" : "no") << " (pmem_is_pmem on this mapping)\n";
+  t << "flush mode       " << mode << "\n";
+  if (health.problems.empty()) {
+    t << "problems         none seen while opening (`cairn pool check` verifies everything)\n";
+  } else {
+    for (std::size_t i = 0; i < health.problems.size(); ++i)
+      t << (i == 0 ? "problems         " : "                 ") << health.problems[i] << "\n";
+  }
+  std::cout << t.str();
+  return kExitOk;
+}
+
+// ---- check ----
+
+// Everything check reads, each part read independently with pread so that a
+// short or damaged file still yields what is there.
+struct Scan {
+  std::uint64_t file_size = 0;
+  PoolHeader header[2]{};
+  bool header_read[2] = {false, false};
+  bool magic_at[2] = {false, false};  // the first 8 bytes of the copy hold the magic
+  std::uint64_t selector = 0;
+  bool selector_read = false;
+  RootTable table[2]{};
+  bool table_read[2] = {false, false};
+  std::uint64_t high_water = 0;
+  bool high_water_read = false;
+
+  bool header_ok(int i) const {
+    return header_read[i] && header[i].magic == kMagic &&
+           pool::checksum64(&header[i], offsetof(PoolHeader, checksum)) == header[i].checksum;
+  }
+  bool table_ok(int i) const {
+    return table_read[i] && pool::checksum64(&table[i], offsetof(RootTable, checksum)) == table[i].checksum;
+  }
+  bool recognisable() const { return magic_at[0] || magic_at[1]; }
+};
+
+bool read_exact(int fd, void* buf, std::size_t n, std::uint64_t off) {
+  std::size_t got = 0;
+  while (got < n) {
+    const ssize_t r = pread(fd, static_cast<char*>(buf) + got, n - got, static_cast<off_t>(off + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    got += static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+// False if the file cannot be opened or is not a regular file.
+bool scan_file(const std::string& path, Scan& s) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return false;
+  }
+  s.file_size = static_cast<std::uint64_t>(st.st_size);
+  const std::size_t at[2] = {kHeaderCopy0, kHeaderCopy1};
+  for (int i = 0; i < 2; ++i) {
+    s.header_read[i] = read_exact(fd, &s.header[i], sizeof(PoolHeader), at[i]);
+    std::uint64_t m = 0;
+    s.magic_at[i] = read_exact(fd, &m, sizeof m, at[i]) && m == kMagic;
+  }
+  s.selector_read = read_exact(fd, &s.selector, sizeof s.selector, kSelectorOffset);
+  s.table_read[0] = read_exact(fd, &s.table[0], sizeof(RootTable), kRootTable0);
+  s.table_read[1] = read_exact(fd, &s.table[1], sizeof(RootTable), kRootTable1);
+  s.high_water_read = read_exact(fd, &s.high_water, sizeof s.high_water, kHighWaterOffset);
+  ::close(fd);
+  return true;
+}
+
+// Problems in the parts Pool::inspect stops at: listed when it could not
+// finish, so that a fatal problem does not hide the others.
+std::vector<std::string> structural_problems(const Scan& s) {
+  std::vector<std::string> out;
+  std::vector<std::string> missing;  // parts past the end of the file: one problem for all
+  for (int i = 0; i < 2; ++i) {
+    const std::string name = "header copy " + std::to_string(i);
+    if (!s.header_read[i])
+      missing.push_back(name);
+    else if (s.header[i].magic != kMagic)
+      out.push_back(name + " is damaged (bad magic " + hex64(s.header[i].magic) + ")");
+    else if (!s.header_ok(i))
+      out.push_back(name + " is damaged (checksum mismatch)");
+    else if (s.header[i].layout_version != kLayoutVersion)
+      out.push_back(name + " has layout version " + std::to_string(s.header[i].layout_version) +
+                    ", this cairn reads version " + std::to_string(kLayoutVersion));
+  }
+  if (s.header_ok(0) && s.header_ok(1) && std::memcmp(&s.header[0], &s.header[1], sizeof(PoolHeader)) != 0)
+    out.push_back("the two header copies differ though both checksums hold");
+  for (int i = 0; i < 2; ++i) {
+    if (!s.header_ok(i)) continue;
+    if (s.header[i].pool_size > s.file_size)
+      out.push_back("the file is " + std::to_string(s.file_size) + " bytes but header copy " + std::to_string(i) +
+                    " says " + std::to_string(s.header[i].pool_size) + ": the file was truncated");
+    break;
+  }
+  if (!s.selector_read)
+    missing.push_back("the root selector");
+  else if (s.selector > 1)
+    out.push_back("the root selector holds " + std::to_string(s.selector) + " (not 0 or 1)");
+  for (int i = 0; i < 2; ++i) {
+    if (!s.table_read[i])
+      missing.push_back("root table " + std::to_string(i));
+    else if (!s.table_ok(i))
+      out.push_back("root table " + std::to_string(i) + " fails its checksum" +
+                    (s.selector_read && s.selector == static_cast<std::uint64_t>(i)
+                         ? " (it is the one the selector names)"
+                         : ""));
+  }
+  if (!missing.empty()) {
+    std::string parts;
+    for (std::size_t i = 0; i < missing.size(); ++i)
+      parts += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + missing[i];
+    out.push_back("the file ends at " + std::to_string(s.file_size) + " bytes, before " + parts + ": it was truncated");
+  }
+  return out;
+}
+
+// Checks inspect does not make: roots pointing outside the arena, a high-water
+// mark past the arena's end. Only meaningful for a pool that opens.
+std::vector<std::string> content_problems(const Scan& s, int live_table) {
+  std::vector<std::string> out;
+  const int hi = s.header_ok(0) ? 0 : 1;
+  if (!s.header_ok(hi) || live_table < 0 || live_table > 1 || !s.table_read[live_table]) return out;
+  const PoolHeader& h = s.header[hi];
+  const RootTable& t = s.table[live_table];
+  for (unsigned i = 0; i < kRootSlots; ++i) {
+    const std::uint64_t off = t.slots[i].offset;
+    if (off != 0 && (off < h.arena_offset || off >= h.pool_size))
+      out.push_back("root slot " + std::to_string(i) + " holds offset " + std::to_string(off) +
+                    ", outside the arena [" + std::to_string(h.arena_offset) + ", " + std::to_string(h.pool_size) +
+                    ")");
+  }
+  if (s.high_water_read && s.high_water > h.block_count)
+    out.push_back("the arena high-water mark (" + std::to_string(s.high_water) + " blocks) exceeds the block count (" +
+                  std::to_string(h.block_count) + "); it is only a hint, but the word is damaged");
+  return out;
+}
+
+const char* part_status(bool read, bool ok) { return !read ? "missing" : ok ? "ok" : "DAMAGED"; }
+
+int run_check(const std::string& path) {
+  auto inspected = pool::Pool::inspect(path);
+  Scan s;
+  const bool scanned = scan_file(path, s);
+
+  if (!inspected.ok()) {
+    const Error& e = inspected.error();
+    const bool pool_damage = e.code == Errc::corrupted || e.code == Errc::truncated || e.code == Errc::foreign_file;
+    if (!pool_damage || !scanned || !s.recognisable()) {
+      std::cerr << "cairn pool check: cannot check " << path << ": " << e.message << "\n";
+      if (e.code == Errc::truncated && scanned)
+        std::cerr << "(no cairn magic in either header copy: this is not a cairn pool)\n";
+      return kExitCannot;
+    }
+  }
+
+  std::ostringstream out;
+  out << "checking " << path << ": " << human_bytes(s.file_size) << "\n";
+  for (int i = 0; i < 2; ++i) {
+    out << "  header copy " << i << " at " << (i == 0 ? kHeaderCopy0 : kHeaderCopy1) << ": "
+        << part_status(s.header_read[i], s.header_ok(i));
+    if (s.header_ok(i) && s.header[i].layout_version != kLayoutVersion)
+      out << " (layout version " << s.header[i].layout_version << ")";
+    out << "\n";
+  }
+  out << "  root selector at " << kSelectorOffset << ": "
+      << (s.selector_read ? std::to_string(s.selector) : std::string("missing")) << "\n";
+  for (int i = 0; i < 2; ++i) {
+    out << "  root table " << i << " at " << (i == 0 ? kRootTable0 : kRootTable1) << ": "
+        << part_status(s.table_read[i], s.table_ok(i));
+    if (s.table_ok(i)) out << ", generation " << s.table[i].generation;
+    if (inspected.ok() && inspected.value().live_table == i) out << " (live)";
+    out << "\n";
+  }
+
+  std::vector<std::string> problems;
+  if (inspected.ok()) {
+    problems = inspected.value().problems;
+    for (auto& p : content_problems(s, inspected.value().live_table)) problems.push_back(std::move(p));
+  } else {
+    problems = structural_problems(s);
+    if (problems.empty()) problems.push_back(inspected.error().message);
+  }
+
+  if (problems.empty()) {
+    out << "ok: both header copies and both root tables are valid\n";
+    std::cout << out.str();
+    return kExitOk;
+  }
+  for (const auto& p : problems) out << "problem: " << p << "\n";
+  if (inspected.ok())
+    out << problems.size() << (problems.size() == 1 ? " problem" : " problems")
+        << " found; the pool still opens (it uses the valid copies)\n";
+  else
+    out << problems.size() << (problems.size() == 1 ? " problem" : " problems")
+        << " found; the pool cannot be opened: " << inspected.error().message << "\n";
+  std::cout << out.str();
+  return kExitProblems;
+}
+
+// Runs a command body; any exception becomes a message and exit code 2.
+template <class F>
+void run_guarded(const char* name, F&& f) {
+  try {
+    exit_code() = f();
+  } catch (const std::exception& e) {
+    std::cerr << "cairn pool " << name << ": internal error: " << e.what() << "\n";
+    exit_code() = kExitCannot;
+  }
+}
+
+}  // namespace
+
+void add_pool_commands(CLI::App& app) {
+  static CreateArgs create_args;
+  static InfoArgs info_args;
+  static std::string check_path;
+
+  CLI::App* pool_cmd = app.add_subcommand("pool", "Create, describe and verify pool files");
+  pool_cmd->require_subcommand(1);
+
+  CLI::App* create = pool_cmd->add_subcommand("create", "Create a new pool file (never overwrites an existing file)");
+  create->add_option("path", create_args.path, "Path of the pool file to create")->required()->type_name("PATH");
+  create
+      ->add_option("--size,-s", create_args.size,
+                   "Pool size in bytes; K, M, G and T suffixes are powers of 1024 (minimum 1M)")
+      ->type_name("SIZE")
+      ->capture_default_str();
+  create
+      ->add_option("--block-size,-b", create_args.block_size,
+                   "Arena block size: a power of two from 64 bytes to 64M; allocations are whole blocks")
+      ->type_name("SIZE")
+      ->capture_default_str();
+  create
+      ->add_option("--flush", create_args.flush,
+                   "How flushes reach durability: auto (cpu on DAX and tmpfs, msync elsewhere), cpu (cache-line "
+                   "flush + fence) or msync (page write-back, for non-DAX file systems)")
+      ->type_name("auto|cpu|msync")
+      ->capture_default_str();
+  create->footer(
+      "Exit status: 0 created; 1 the pool could not be created (the file exists, the\n"
+      "directory is not writable, the device is full, ...); 2 an option value is invalid\n"
+      "(including a size below the 1M minimum).");
+  create->callback([] { run_guarded("create", [] { return run_create(create_args); }); });
+
+  CLI::App* info = pool_cmd->add_subcommand(
+      "info", "Show a pool's header, roots, arena usage and whether its mapping is real persistent memory");
+  info->add_option("path", info_args.path, "Path of the pool file")->required()->type_name("PATH");
+  info->add_flag("--json", info_args.json, "Print one JSON object instead of text");
+  info->footer(
+      "Opens the pool (read and write access needed; nothing is written) and prints: magic,\n"
+      "layout version, uuid, size, creation time, block size and count, the arena high-water\n"
+      "mark (an upper bound on blocks ever in use: allocation state itself lives in DRAM),\n"
+      "the live root table and its generation, the non-empty root slots, pmem_is_pmem and\n"
+      "the flush mode this process would use.\n"
+      "Exit status: 0 shown; 2 the pool cannot be opened (run `cairn pool check`).");
+  info->callback([] { run_guarded("info", [] { return run_info(info_args); }); });
+
+  CLI::App* check = pool_cmd->add_subcommand(
+      "check", "Verify both header copies, both root tables and the root selector; report every problem");
+  check->add_option("path", check_path, "Path of the pool file")->required()->type_name("PATH");
+  check->footer(
+      "Reads the file without mapping or writing it.\n"
+      "Exit status:\n"
+      "  0  clean: both header copies and both root tables valid, selector valid\n"
+      "  1  problems found; each is listed. This includes a file that still carries the\n"
+      "     cairn magic but cannot be opened: both header copies damaged, both root\n"
+      "     tables damaged, or truncated\n"
+      "  2  cannot check: missing file, permission denied, a directory, another layout\n"
+      "     version, or not a cairn pool at all (no magic in either header copy)");
+  check->callback([] { run_guarded("check", [] { return run_check(check_path); }); });
+}
+
+}  // namespace cairn::tool
