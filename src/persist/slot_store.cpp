@@ -3,7 +3,10 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -11,13 +14,25 @@ namespace cairn::persist::detail {
 namespace {
 
 constexpr std::uint64_t kStateMagic = 0x4554415453524941ULL;  // "AIRSTATE"
-constexpr std::uint32_t kStateFormat = 1;
+constexpr std::uint32_t kStateFormat = 2;
 constexpr std::size_t kPage = 4096;
 constexpr unsigned kStateRoot = 0;
 
 std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
 std::uint64_t header_checksum(const StateHeader& h) { return pool::checksum64(&h, offsetof(StateHeader, checksum)); }
+
+// Records per pointer table. Pointers into cairn-owned regions are registered
+// after the pool exists, so leave room: one per 4 KiB of region data plus 4096
+// (16 bytes per record per slot: under 1 % of the data).
+std::size_t pointer_capacity(const Layout& layout) {
+  return std::max<std::size_t>(layout.pointers.size(), 4096 + layout.total_bytes() / 4096);
+}
+
+std::size_t meta_bytes(const Layout& layout) {
+  return round_up(
+      kPage + layout.entries.size() * sizeof(RegionDesc) + 2 * pointer_capacity(layout) * sizeof(PointerRecord), kPage);
+}
 
 }  // namespace
 
@@ -43,15 +58,14 @@ Result<std::unique_ptr<SlotStore>> SlotStore::open_or_create(const Options& opti
     return make_error(Errc::io_error, "cannot create the pool directory " + dir + ": " + ec.message() +
                                           "; set CAIRN_POOL_DIR or Options::dir to a writable directory");
   s->path_ = dir + "/" + options.name + ".pool";
+  s->layout_ = &layout;
   s->place_regions(layout);
   struct stat st {};
   const bool exists = ::stat(s->path_.c_str(), &st) == 0;
   auto device = devices::make_device(options.device);
   if (!device.ok()) return std::move(device).error();
   if (!exists) {
-    const std::size_t meta = round_up(kPage + layout.entries.size() * sizeof(RegionDesc) +
-                                          2 * layout.pointers.size() * sizeof(PointerRecord) + 2 * kPage,
-                                      kPage);
+    const std::size_t meta = meta_bytes(layout) + kPage;
     pool::CreateOptions co;
     co.size = pool::kArenaOffset + meta + 2 * s->area_bytes_ + (1u << 20);
     co.device = std::move(device.value());
@@ -72,8 +86,8 @@ Result<std::unique_ptr<SlotStore>> SlotStore::open_or_create(const Options& opti
 
 Result<void> SlotStore::init_new(const Layout& layout, const std::string& strategy) {
   const std::size_t descs = layout.entries.size() * sizeof(RegionDesc);
-  const std::size_t ptrs = layout.pointers.size() * sizeof(PointerRecord);
-  const std::size_t meta = round_up(kPage + descs + 2 * ptrs, kPage);
+  const std::size_t ptrs = pointer_capacity(layout) * sizeof(PointerRecord);
+  const std::size_t meta = meta_bytes(layout);
   const std::size_t total = meta + 2 * area_bytes_;
   auto ext = pool_->arena().alloc(total);
   if (!ext.ok()) return ext.error();
@@ -94,6 +108,7 @@ Result<void> SlotStore::init_new(const Layout& layout, const std::string& strate
   h.area_offset[0] = extent_ + meta;
   h.area_offset[1] = h.area_offset[0] + area_bytes_;
   h.area_bytes = area_bytes_;
+  h.pointer_capacity = pointer_capacity(layout);
   h.checksum = header_checksum(h);
   h.version_word = 0;
 
@@ -129,7 +144,8 @@ Result<void> SlotStore::attach_existing(const Layout& layout, const std::string&
                                                  "'; use that strategy to restore it, or "
                                                  "choose another name");
   if (h.extent_bytes == 0 || extent_ + h.extent_bytes > pool_->size() ||
-      h.area_offset[1] + h.area_bytes > pool_->size())
+      h.area_offset[1] + h.area_bytes > pool_->size() ||
+      h.pointers_offset[1] + h.pointer_capacity * sizeof(PointerRecord) > h.area_offset[0])
     return make_error(Errc::corrupted, path_ + ": state extent geometry runs past the pool");
   auto rb = pool_->arena().rebuild();
   if (auto r = rb.mark(extent_, h.extent_bytes); !r.ok()) return r;
@@ -162,17 +178,43 @@ std::byte* SlotStore::area(int k) const { return pool_->at(header()->area_offset
 std::uint64_t SlotStore::area_file_offset(int k) const { return header()->area_offset[k]; }
 std::byte* SlotStore::slot(std::size_t region, int k) const { return area(k) + region_offsets_[region]; }
 
+Result<void> SlotStore::check_pointers(const Layout& layout) const {
+  if (layout.pointers.size() <= header()->pointer_capacity) return {};
+  return make_error(Errc::out_of_space, path_ + ": " + std::to_string(layout.pointers.size()) +
+                                            " pointers are registered but the pool's pointer tables hold " +
+                                            std::to_string(header()->pointer_capacity) +
+                                            "; register fewer pointers (keep linked data in a blocked array and "
+                                            "store offsets), or register them before open()");
+}
+
 void SlotStore::write_pointers_nodrain(int k, const std::vector<PointerRecord>& records) {
-  if (records.empty()) return;
-  pool_->memcpy_nodrain(pool_->at(header()->pointers_offset[k]), records.data(),
-                        records.size() * sizeof(PointerRecord));
+  StateHeader* h = header();
+  if (records.size() > h->pointer_capacity) {
+    std::fprintf(stderr, "cairn: %s: %zu pointers exceed the pointer table capacity (%llu); call check_pointers()\n",
+                 path_.c_str(), records.size(), static_cast<unsigned long long>(h->pointer_capacity));
+    std::abort();
+  }
+  if (!records.empty())
+    pool_->memcpy_nodrain(pool_->at(h->pointers_offset[k]), records.data(), records.size() * sizeof(PointerRecord));
+  // The slot's count and layout hash become durable with the table, before
+  // publish() stores the version word naming slot k.
+  const StateHeader::SlotMeta meta{records.size(), layout_->hash()};
+  pool_->memcpy_nodrain(&h->slot_meta[k], &meta, sizeof meta);
 }
 
 std::vector<PointerRecord> SlotStore::read_pointers(int k) const {
-  std::vector<PointerRecord> out(header()->pointer_count);
-  if (!out.empty())
-    std::memcpy(out.data(), pool_->at(header()->pointers_offset[k]), out.size() * sizeof(PointerRecord));
+  const StateHeader& h = *header();
+  std::vector<PointerRecord> out(std::min(h.slot_meta[k].pointer_count, h.pointer_capacity));
+  if (!out.empty()) std::memcpy(out.data(), pool_->at(h.pointers_offset[k]), out.size() * sizeof(PointerRecord));
   return out;
+}
+
+Result<void> SlotStore::check_version_layout(const Layout& layout, int k) const {
+  if (!layout_check_.ok()) return layout_check_;
+  const StateHeader& h = *header();
+  std::vector<RegionDesc> stored(h.region_count);
+  if (!stored.empty()) std::memcpy(stored.data(), pool_->at(h.desc_offset), stored.size() * sizeof(RegionDesc));
+  return layout.check_same(stored, h.slot_meta[k].pointer_count, h.slot_meta[k].layout_hash);
 }
 
 void SlotStore::publish(std::uint64_t version, int slot) {

@@ -5,9 +5,11 @@
 // Pool layout: root slot 0 points to one arena extent:
 //
 //   StateHeader (4 KiB)   magic, strategy, layout hash, counts, the version
-//                         word, offsets of everything below, checksum
+//                         word, offsets of everything below, checksum; then
+//                         per slot the pointer count and full layout hash of
+//                         the version it holds
 //   RegionDesc[n]         the registration layout (names, sizes, kinds)
-//   PointerRecord[p] x 2  pointer table of slot 0 and of slot 1
+//   PointerRecord[cap] x 2 pointer table of slot 0 and of slot 1
 //   slot area 0           every region's slot-0 copy, each 4 KiB aligned
 //   slot area 1           every region's slot-1 copy
 //
@@ -16,6 +18,13 @@
 // make them durable, then store the version word (one aligned 8-byte store)
 // and persist it. Restore reads the word and uses that slot; a crash before
 // the word's store leaves the previous version, whose slot nobody wrote.
+//
+// Pointers into cairn-owned regions can only be registered after open(), when
+// the pool already exists, so each pointer table has a fixed capacity chosen
+// at create (pointer_capacity) and every slot records, with its table, how
+// many pointers it holds and the full layout hash (pointers included) of the
+// version it holds; check_version_layout() compares that with the registered
+// layout before a restore.
 #pragma once
 
 #include <memory>
@@ -42,11 +51,21 @@ struct StateHeader {
   std::uint64_t pointers_offset[2];
   std::uint64_t area_offset[2];  // slot areas, page aligned
   std::uint64_t area_bytes;
-  std::uint64_t checksum;  // over everything above
-  std::uint8_t pad[64 - (8 * 12 + 40) % 64];
+  std::uint64_t pointer_capacity;  // records per pointer table
+  std::uint64_t checksum;          // over everything above
+  std::uint8_t pad[64 - (8 * 13 + 40) % 64];
   std::uint64_t version_word;  // own cache line: (version << 1) | slot
+  std::uint8_t pad2[56];
+  // What slot k's pointer table holds; written with the table, before the
+  // version word names the slot.
+  struct SlotMeta {
+    std::uint64_t pointer_count;
+    std::uint64_t layout_hash;  // Layout::hash() at the commit, pointers included
+  } slot_meta[2];
 };
 static_assert(offsetof(StateHeader, version_word) % 64 == 0);
+static_assert(offsetof(StateHeader, slot_meta) % 64 == 0);
+static_assert(sizeof(StateHeader) <= 4096);
 
 class SlotStore {
  public:
@@ -72,9 +91,17 @@ class SlotStore {
   // Pool file offset of slot area k (page aligned), for mapping it.
   std::uint64_t area_file_offset(int k) const;
 
-  // Writes slot k's pointer table (non-temporal, no fence).
+  // Errc::out_of_space if the registered pointers exceed the tables'
+  // capacity; call before write_pointers_nodrain.
+  Result<void> check_pointers(const Layout& layout) const;
+  // Writes slot k's pointer table and its count and layout hash (non-temporal,
+  // no fence). More records than the capacity is a bug (aborts).
   void write_pointers_nodrain(int k, const std::vector<PointerRecord>& records);
+  // The pointer table slot k holds (as many records as were written to it).
   std::vector<PointerRecord> read_pointers(int k) const;
+  // Errc::layout_mismatch if the version in slot k was committed with a
+  // different registration layout (pointers included) than `layout`.
+  Result<void> check_version_layout(const Layout& layout, int k) const;
   // The commit point: drains, stores the version word, persists it.
   void publish(std::uint64_t version, int slot);
 
@@ -90,6 +117,7 @@ class SlotStore {
   std::uint64_t extent_ = 0;
   std::vector<std::size_t> region_offsets_;
   std::size_t area_bytes_ = 0;
+  const Layout* layout_ = nullptr;  // the Context's; outlives the store
   Result<void> layout_check_;
 };
 
