@@ -42,12 +42,19 @@ ToolRun cairn_tool(const std::vector<std::string>& args, int uid = -1) {
     dup2(fds[1], 2);
     close(fds[0]);
     close(fds[1]);
-    if (uid >= 0 && setuid(static_cast<uid_t>(uid)) != 0) _exit(120);
-    std::vector<char*> argv;
     static char tool[] = CAIRN_TOOL_PATH;
+    std::vector<char*> argv;
     argv.push_back(tool);
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
+    if (uid >= 0) {
+      // Open the binary before dropping privileges: the build tree may sit
+      // in a directory the other user cannot traverse.
+      const int exe = ::open(tool, O_RDONLY | O_CLOEXEC);
+      if (exe < 0 || setuid(static_cast<uid_t>(uid)) != 0) _exit(120);
+      fexecve(exe, argv.data(), environ);
+      _exit(127);
+    }
     execv(tool, argv.data());
     _exit(127);
   }
@@ -360,8 +367,16 @@ TEST(ToolCheck, CannotReadIsTwo) {
   EXPECT_EQ(v2.code, 2) << v2.out;
   EXPECT_OUT(v2, "layout version 2");
 
+  // A FIFO would block an open(); a character device has no size.
+  ASSERT_EQ(mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  for (const std::string& p : {dir.file("fifo"), std::string("/dev/null")}) {
+    const ToolRun f = cairn_tool({"pool", "check", p});
+    EXPECT_EQ(f.code, 2) << p << ": " << f.out;
+    EXPECT_OUT(f, "not a regular file");
+  }
+
   // info on what it cannot read: 2, no crash.
-  for (const std::string& p : {dir.file("nope"), random, dir.file("short"), dir.path()}) {
+  for (const std::string& p : {dir.file("nope"), random, dir.file("short"), dir.path(), dir.file("fifo")}) {
     const ToolRun i = cairn_tool({"pool", "info", p});
     EXPECT_TRUE(i.exited) << p;
     EXPECT_EQ(i.code, 2) << p << ": " << i.out;

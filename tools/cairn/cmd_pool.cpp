@@ -155,6 +155,17 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// Opening a FIFO would block and a device has no meaningful size: refuse
+// anything that exists and is neither a regular file nor a directory (the
+// pool layer reports directories itself).
+bool refuse_special_file(const char* cmd, const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return false;
+  std::cerr << "cairn pool " << cmd << ": " << path
+            << " is not a regular file (a device, FIFO or socket); a pool is a regular file\n";
+  return true;
+}
+
 // ---- create ----
 
 struct CreateArgs {
@@ -211,6 +222,7 @@ struct InfoArgs {
 };
 
 int run_info(const InfoArgs& a) {
+  if (refuse_special_file("info", a.path)) return kExitCannot;
   pool::OpenOptions o;
   o.device = devices::make_real_device();
   auto opened = pool::Pool::open(a.path, std::move(o));
@@ -432,6 +444,7 @@ std::vector<std::string> content_problems(const Scan& s, int live_table) {
 const char* part_status(bool read, bool ok) { return !read ? "missing" : ok ? "ok" : "DAMAGED"; }
 
 int run_check(const std::string& path) {
+  if (refuse_special_file("check", path)) return kExitCannot;
   auto inspected = pool::Pool::inspect(path);
   Scan s;
   const bool scanned = scan_file(path, s);
@@ -559,8 +572,9 @@ void add_pool_commands(CLI::App& app) {
       "  1  problems found; each is listed. This includes a file that still carries the\n"
       "     cairn magic but cannot be opened: both header copies damaged, both root\n"
       "     tables damaged, or truncated\n"
-      "  2  cannot check: missing file, permission denied, a directory, another layout\n"
-      "     version, or not a cairn pool at all (no magic in either header copy)");
+      "  2  cannot check: missing file, permission denied, a directory or other non-regular\n"
+      "     file, another layout version, or not a cairn pool at all (no magic in either\n"
+      "     header copy)");
   check->callback([] { run_guarded("check", [] { return run_check(check_path); }); });
 }
 
