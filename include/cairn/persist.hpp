@@ -177,7 +177,15 @@ class Context {
 
   // in-place: hand the written versions to the helper thread now (seed 004's
   // flush_async) and wait for it (flush_barrier). commit() calls both.
+  // These are seed 004 §4.2's flush_async() and flush_barrier(); its
+  // flush_init() is open() with Options::async_flush, which starts the helper
+  // thread and its FIFO queue. After handing a region over, do not write it
+  // again before commit() (its flush or copy may already be done).
   void flush_async();
+  // Hands over one region only, as soon as this iteration is done writing it
+  // (the seed's proactive flushing: the flush overlaps the rest of the work).
+  void flush_async(const DualRegion& region);
+  void flush_async(const Region& region);
   void flush_barrier();
 
   const Stats& stats() const { return stats_; }

@@ -208,6 +208,7 @@ Result<std::uint64_t> Context::restore() {
   if (auto r = strategy_->restore(*layout_); !r.ok()) return r.error();
   stats_.last_restore_seconds = seconds_since(t0);
   ++stats_.restores;
+  stats_.bytes_copied = strategy_->bytes_copied;  // Stats: "by commits and restores"
   version_ = *v;
   in_iteration_ = false;
   return *v;
@@ -250,6 +251,16 @@ Result<std::uint64_t> Context::commit() {
 
 void Context::flush_async() {
   if (opened_) strategy_->flush_async(*layout_);
+}
+void Context::flush_async(const DualRegion& region) {
+  if (!opened_) return;
+  for (std::size_t i = 0; i < layout_->entries.size(); ++i)
+    if (layout_->entries[i].pair == &region) strategy_->flush_async_region(*layout_, i);
+}
+void Context::flush_async(const Region& region) {
+  if (!opened_) return;
+  for (std::size_t i = 0; i < layout_->entries.size(); ++i)
+    if (layout_->entries[i].plain == &region) strategy_->flush_async_region(*layout_, i);
 }
 void Context::flush_barrier() {
   if (opened_) strategy_->flush_barrier();

@@ -40,6 +40,8 @@ class Strategy {
   virtual Result<void> begin(Layout&, std::uint64_t /*version*/) { return {}; }
   virtual Result<void> commit(Layout& layout, std::uint64_t version) = 0;
   virtual void flush_async(Layout&) {}
+  // Hands over layout.entries[entry] only (Context::flush_async(region)).
+  virtual void flush_async_region(Layout&, std::size_t /*entry*/) {}
   virtual void flush_barrier() {}
 
   // NVM traffic counters (device stats of the strategy's pool, or bytes

@@ -1,6 +1,339 @@
-// in_place.cpp — placeholder until this strategy lands (being written).
+// in_place.cpp — `in-place`: in-place versioning with asynchronous proactive
+// flushing (seed 004 §4).
+//
+// Dual regions. The two buffers of every DualRegion ARE the region's two
+// SlotStore slots in the pool: nothing is ever copied. In the iteration that
+// will become version v the application reads read() (the slot holding v-1)
+// and writes write() (the other slot, the "target"). Commit v:
+//   1. every target line is written back (clwb/clflushopt) and fenced by the
+//      thread that flushed it: the helper thread, the threads of persist_mt,
+//      or the committing thread;
+//   2. the pointer table and the layout hash of the target slot are stored;
+//   3. SlotStore::publish fences the committing thread and stores the version
+//      word (v << 1 | target) — one aligned 8-byte store, the commit point.
+// The slot of the committed version is never written until a newer version
+// is committed (restore sets read() to it and write() to the other slot), so
+// a crash at any moment leaves it whole. The one exception is pointer
+// relocation: restore rewrites the registered pointers inside read() for this
+// run's addresses. Their bytes on media do not matter: every restore rewrites
+// them from the slot's pointer table, which is never touched.
+//
+// Plain regions (one working copy, e.g. data updated non-uniformly — the
+// seed's MG case) keep their working copy in page-aligned DRAM and are
+// persisted by non-temporal copies into the target slot (the seed's fallback
+// "use nt-copy for objects with non-uniform updates"); restore copies them
+// back from the committed slot. Restore of dual regions is O(1): it only sets
+// the read index.
+//
+// Asynchronous proactive flushing (seed 004 §4.2). With Options::async_flush,
+// open() is the seed's flush_init(): it starts one helper thread and a FIFO
+// queue. flush_async() (whole state) or flush_async(region) (one region the
+// iteration is done writing) queue the target's flush — or, for a plain
+// region, its non-temporal copy — and return; the helper works through the
+// queue in 512 KiB pieces while the application computes. flush_barrier()
+// makes the calling thread take what is still queued (with all threads, via
+// persist_mt / memcpy_persist_mt) and waits for the helper's piece in flight.
+// Every piece is flushed and drained by the thread that did it before it is
+// counted done under the queue's mutex, so once the barrier returns all of it
+// is durable: a fence orders only its own thread's flushes. commit() hands
+// over whatever the application did not, then runs the barrier, then
+// publishes. Without async_flush the same hand-over happens at once on the
+// calling threads (Pool::persist_mt, memcpy_persist_mt).
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "persist/slot_store.hpp"
 #include "persist/strategy.hpp"
 
 namespace cairn::persist::detail {
-std::unique_ptr<Strategy> make_in_place() { return nullptr; }
+namespace {
+
+// The helper takes the queue in pieces of this size, so a barrier can take
+// over the rest of a large region with all threads.
+constexpr std::size_t kHelperPiece = 512 * 1024;
+
+// Page-aligned, zeroed DRAM from mmap: a failed mapping is a typed error
+// (an allocator could abort under the sanitizers), and large working copies
+// can be backed by transparent huge pages.
+struct DramBuffer {
+  std::byte* p = nullptr;
+  std::size_t n = 0;
+  DramBuffer() = default;
+  DramBuffer(const DramBuffer&) = delete;
+  DramBuffer& operator=(const DramBuffer&) = delete;
+  DramBuffer(DramBuffer&& o) noexcept : p(std::exchange(o.p, nullptr)), n(std::exchange(o.n, 0)) {}
+  ~DramBuffer() {
+    if (p != nullptr) ::munmap(p, n);
+  }
+};
+
+class InPlace final : public Strategy {
+ public:
+  ~InPlace() override;
+  std::string name() const override { return "in-place"; }
+  bool working_set_in_dram() const override { return false; }
+
+  Result<void> open(Layout& layout, const Options& options) override;
+  std::optional<std::uint64_t> committed() const override { return store_->committed(); }
+  Result<void> restore(Layout& layout) override;
+  Result<void> commit(Layout& layout, std::uint64_t version) override;
+  void flush_async(Layout& layout) override;
+  void flush_async_region(Layout& layout, std::size_t entry) override;
+  void flush_barrier() override;
+  devices::Stats device_stats() const override { return store_ ? store_->pool().stats().device : devices::Stats{}; }
+
+ private:
+  // One flush (src == nullptr) or non-temporal copy of n bytes into dst.
+  struct Piece {
+    std::byte* dst = nullptr;
+    const std::byte* src = nullptr;
+    std::size_t n = 0;
+  };
+  // The slot the current iteration writes: the one the latest version is not in.
+  int target() const { return 1 - latest_slot_; }
+  void hand_over(const Layout& layout, std::size_t entry);
+  // Takes up to `max` bytes off the front of the queue; caller holds mu_.
+  bool take(Piece& out, std::size_t max);
+  void helper_loop();
+  // Empties the queue without doing it and waits for the piece in flight.
+  void cancel_pending();
+
+  std::unique_ptr<SlotStore> store_;
+  std::vector<DramBuffer> dram_;
+  unsigned threads_ = 0;
+  bool async_ = false;
+  int latest_slot_ = 0;       // slot of the latest version (0 before any commit)
+  std::vector<char> handed_;  // per entry: handed over in this iteration
+
+  // Helper thread and its FIFO queue (seed 004's flush_init / flush_async).
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // the helper waits for pieces
+  std::condition_variable idle_cv_;  // the barrier waits for the piece in flight
+  std::deque<Piece> queue_;          // whole requests; front is consumed in pieces
+  std::size_t in_flight_ = 0;
+  bool stop_ = false;
+  std::thread helper_;
+};
+
+InPlace::~InPlace() {
+  if (helper_.joinable()) {
+    // Work not yet done belongs to an iteration that was never committed.
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+      queue_.clear();
+    }
+    work_cv_.notify_all();
+    helper_.join();
+  }
+}
+
+Result<void> InPlace::open(Layout& layout, const Options& options) {
+  threads_ = options.threads;
+  async_ = options.async_flush;
+  // The pool first: a state too large for the device fails here, before any
+  // DRAM is reserved.
+  auto s = SlotStore::open_or_create(options, layout, name());
+  if (!s.ok()) return std::move(s).error();
+  store_ = std::move(s.value());
+  // Dual regions live in the slots themselves, so the slots must be this
+  // layout's: refuse a pool committed with another registration.
+  if (auto r = store_->check_layout(); !r.ok())
+    return make_error(r.error().code, store_->path() + ": " + r.error().message);
+
+  // Whatever is committed stays untouched: write() is the other slot even if
+  // the application never calls restore().
+  latest_slot_ = store_->committed() ? store_->committed_slot() : 0;
+  for (std::size_t i = 0; i < layout.entries.size(); ++i) {
+    Entry& e = layout.entries[i];
+    if (e.dual) {
+      detail_access::buf(*e.pair, 0) = store_->slot(i, 0);
+      detail_access::buf(*e.pair, 1) = store_->slot(i, 1);
+      detail_access::read_index(*e.pair) = latest_slot_;
+      continue;
+    }
+    DramBuffer b;
+    b.n = (e.bytes + 4095) / 4096 * 4096;
+    void* p = ::mmap(nullptr, b.n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      return make_error(Errc::out_of_space, "cannot map " + std::to_string(e.bytes) +
+                                                " bytes of DRAM for the working copy of region '" + e.name +
+                                                "': " + std::strerror(errno));
+    b.p = static_cast<std::byte*>(p);
+    detail_access::data(*e.plain) = b.p;
+    dram_.push_back(std::move(b));
+  }
+  handed_.assign(layout.entries.size(), 0);
+  if (async_) helper_ = std::thread([this] { helper_loop(); });  // flush_init()
+  return {};
+}
+
+bool InPlace::take(Piece& out, std::size_t max) {
+  if (queue_.empty()) return false;
+  Piece& front = queue_.front();
+  out = {front.dst, front.src, std::min(max, front.n)};
+  front.dst += out.n;
+  if (front.src != nullptr) front.src += out.n;
+  front.n -= out.n;
+  if (front.n == 0) queue_.pop_front();
+  ++in_flight_;
+  return true;
+}
+
+void InPlace::helper_loop() {
+  pool::Pool& pool = store_->pool();
+  std::unique_lock lk(mu_);
+  for (;;) {
+    work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    Piece p;
+    if (!take(p, kHelperPiece)) continue;
+    lk.unlock();
+    // Write back (or copy) and fence on this thread before reporting done:
+    // the committing thread's fence would not order these flushes.
+    if (p.src == nullptr)
+      pool.persist(p.dst, p.n);
+    else
+      pool.memcpy_persist(p.dst, p.src, p.n);
+    lk.lock();
+    if (--in_flight_ == 0 && queue_.empty()) idle_cv_.notify_all();
+  }
+}
+
+void InPlace::hand_over(const Layout& layout, std::size_t entry) {
+  if (handed_[entry]) return;
+  handed_[entry] = 1;
+  const Entry& e = layout.entries[entry];
+  Piece req{store_->slot(entry, target()), nullptr, e.bytes};
+  if (!e.dual) {
+    // Non-uniformly updated data: copy the DRAM working copy into the target
+    // slot with non-temporal stores (the seed's nt-copy fallback).
+    req.src = static_cast<const std::byte*>(e.plain->data());
+    bytes_copied += e.bytes;
+  }
+  if (!async_) {
+    pool::Pool& pool = store_->pool();
+    if (req.src == nullptr)
+      pool.persist_mt(req.dst, req.n, threads_);
+    else
+      pool.memcpy_persist_mt(req.dst, req.src, req.n, threads_);
+    return;
+  }
+  {
+    std::lock_guard lk(mu_);
+    queue_.push_back(req);
+  }
+  work_cv_.notify_one();
+}
+
+void InPlace::flush_async(Layout& layout) {
+  for (std::size_t i = 0; i < layout.entries.size(); ++i) hand_over(layout, i);
+}
+
+void InPlace::flush_async_region(Layout& layout, std::size_t entry) {
+  if (entry < layout.entries.size()) hand_over(layout, entry);
+}
+
+void InPlace::flush_barrier() {
+  if (!async_) return;  // everything handed over is already durable
+  pool::Pool& pool = store_->pool();
+  std::unique_lock lk(mu_);
+  // Take what the helper has not started, with all threads: each worker of
+  // persist_mt / memcpy_persist_mt fences its own part before they join.
+  Piece p;
+  while (take(p, SIZE_MAX)) {
+    lk.unlock();
+    if (p.src == nullptr)
+      pool.persist_mt(p.dst, p.n, threads_);
+    else
+      pool.memcpy_persist_mt(p.dst, p.src, p.n, threads_);
+    lk.lock();
+    --in_flight_;
+  }
+  // The helper's piece in flight: it drains before decrementing in_flight_.
+  idle_cv_.wait(lk, [&] { return in_flight_ == 0; });
+}
+
+void InPlace::cancel_pending() {
+  if (!async_) return;
+  std::unique_lock lk(mu_);
+  queue_.clear();
+  idle_cv_.wait(lk, [&] { return in_flight_ == 0; });
+}
+
+Result<void> InPlace::restore(Layout& layout) {
+  // Work handed over in an abandoned iteration must not race with the copies
+  // below (a plain region's DRAM copy is the source of its pending nt-copy).
+  cancel_pending();
+  std::fill(handed_.begin(), handed_.end(), 0);
+  const int k = store_->committed_slot();
+  if (auto r = store_->check_version_layout(layout, k); !r.ok()) return r;
+  pool::Pool& pool = store_->pool();
+  for (std::size_t i = 0; i < layout.entries.size(); ++i) {
+    Entry& e = layout.entries[i];
+    if (e.dual) {
+      // O(1): the committed slot becomes read(); write() is the other one.
+      detail_access::read_index(*e.pair) = k;
+      continue;
+    }
+    pool.device().read_charge(e.bytes, true);
+    std::memcpy(e.plain->data(), store_->slot(i, k), e.bytes);
+    bytes_copied += e.bytes;
+  }
+  latest_slot_ = k;
+  // Pointers are rewritten in the latest buffers, read() included: see the top.
+  return layout.apply_pointers(store_->read_pointers(k));
+}
+
+Result<void> InPlace::commit(Layout& layout, std::uint64_t version) {
+  if (auto r = store_->check_layout(); !r.ok())
+    return make_error(r.error().code, r.error().message + " (refusing to overwrite it)");
+  if (auto r = store_->check_pointers(layout); !r.ok()) return r;
+  if (store_->pool().poisoned())
+    return make_error(Errc::poisoned, store_->path() + ": an earlier flush failed; the pool refuses further commits");
+  const int k = target();
+  // Context has already switched the roles: read() is the version just
+  // written, which must be the target slot of every dual region.
+  for (const Entry& e : layout.entries)
+    if (e.dual && detail_access::read_index(*e.pair) != k)
+      return make_error(Errc::corrupted, "in-place: region '" + e.name +
+                                             "' has its versions out of step with the others (internal error)");
+  std::vector<PointerRecord> ptrs;
+  if (auto r = layout.capture_pointers(ptrs); !r.ok()) {
+    // The application may now change regions already handed over (to fix the
+    // pointer): finish what is in flight and redo everything next time.
+    flush_barrier();
+    std::fill(handed_.begin(), handed_.end(), 0);
+    return r;
+  }
+  flush_async(layout);  // whatever the application did not hand over yet
+  flush_barrier();
+  pool::Pool& pool = store_->pool();
+  if (const int err = pool.device().io_errno(); err != 0) {
+    pool.poison("a flush of the in-place state failed: " + std::string(std::strerror(err)));
+    return make_error(Errc::poisoned, store_->path() + ": flushing version " + std::to_string(version) + " failed (" +
+                                          std::strerror(err) + "); the pool refuses further commits");
+  }
+  // 1. the target slot's data is durable (barrier); 2. its pointer table and
+  // layout hash; 3. publish fences this thread and stores the version word.
+  store_->write_pointers_nodrain(k, ptrs);
+  store_->publish(version, k);
+  latest_slot_ = k;
+  std::fill(handed_.begin(), handed_.end(), 0);
+  return {};
+}
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_in_place() { return std::make_unique<InPlace>(); }
+
 }  // namespace cairn::persist::detail

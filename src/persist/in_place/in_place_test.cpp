@@ -1,0 +1,383 @@
+// in_place_test.cpp — tests of the `in-place` strategy beyond the conformance
+// suite: zero-copy restore, bit-identical results with and without the helper
+// thread, the committed slot left alone, flush_async / flush_barrier ordering.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cairn/persist.hpp"
+#include "testing/temp_dir.hpp"
+
+namespace cairn::persist {
+namespace {
+
+using cairn::testing::TempDir;
+
+Options in_place_options(const TempDir& dir, bool async, const std::string& name = "state") {
+  Options o;
+  o.strategy = "in-place";
+  o.name = name;
+  o.dir = dir.path();
+  o.threads = 2;
+  o.async_flush = async;
+  return o;
+}
+
+std::unique_ptr<Context> make(const Options& o) {
+  auto c = Context::create(o);
+  EXPECT_TRUE(c.ok()) << c.error().message;
+  return c.ok() ? std::move(c.value()) : nullptr;
+}
+
+void fill(void* p, std::size_t bytes, std::uint64_t seed) {
+  auto* w = static_cast<std::uint64_t*>(p);
+  for (std::size_t i = 0; i < bytes / 8; ++i) w[i] = seed * 0x9E3779B97F4A7C15ULL + i;
+}
+bool matches(const void* p, std::size_t bytes, std::uint64_t seed) {
+  auto* w = static_cast<const std::uint64_t*>(p);
+  for (std::size_t i = 0; i < bytes / 8; ++i)
+    if (w[i] != seed * 0x9E3779B97F4A7C15ULL + i) return false;
+  return true;
+}
+
+class InPlace : public ::testing::TestWithParam<bool> {
+ protected:
+  Options options(const std::string& name = "state") const { return in_place_options(dir_, GetParam(), name); }
+  TempDir dir_;
+};
+
+TEST_P(InPlace, RestoreOfDualRegionsCopiesNoBytes) {
+  constexpr std::size_t kU = 3u << 20, kV = 4096 + 24;
+  {
+    auto ctx = make(options());
+    auto* u = ctx->dual_region("u", kU).value();
+    auto* v = ctx->dual_region("v", kV).value();
+    ASSERT_TRUE(ctx->open().ok());
+    EXPECT_NE(u->read(), u->write());
+    for (std::uint64_t ver = 1; ver <= 4; ++ver) {
+      ASSERT_TRUE(ctx->begin().ok());
+      fill(u->write(), kU, ver);
+      fill(v->write(), kV, ver + 50);
+      ASSERT_EQ(ctx->commit().value(), ver);
+    }
+    // The dual regions never cost a copy, at commit either.
+    EXPECT_EQ(ctx->stats().bytes_copied, 0u);
+    // Each commit flushed (at least) every line of the versions it published.
+    EXPECT_GE(ctx->stats().nvm_bytes_written, 4 * (kU + kV));
+  }
+  auto ctx = make(options());
+  auto* u = ctx->dual_region("u", kU).value();
+  auto* v = ctx->dual_region("v", kV).value();
+  ASSERT_TRUE(ctx->open().ok());
+  auto r = ctx->restore();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value(), 4u);
+  EXPECT_EQ(ctx->stats().bytes_copied, 0u);
+  EXPECT_TRUE(matches(u->read(), kU, 4));
+  EXPECT_TRUE(matches(v->read(), kV, 54));
+  EXPECT_TRUE(matches(u->write(), kU, 3));  // the other slot still holds version 3
+}
+
+// Seed 004's Figure 8 loop, with a boundary the update does not touch (carried
+// over: the non-uniform case) and a plain region updated one element per
+// iteration (persisted by nt-copy), against the same computation in DRAM.
+struct Jacobi {
+  static constexpr std::size_t kN = 200'000;  // 1.6 MB per version
+  static constexpr int kIters = 12;
+  static void step(const double* in, double* out) {
+    for (std::size_t i = 1; i + 1 < kN; ++i) out[i] = 0.5 * (in[i - 1] + in[i + 1]) + 1e-3 * std::sin(in[i]);
+  }
+  static void init(double* u) {
+    for (std::size_t i = 0; i < kN; ++i) u[i] = std::cos(0.001 * static_cast<double>(i));
+    u[0] = 1.0;
+    u[kN - 1] = -1.0;
+  }
+  static double norm(const double* u) {
+    double s = 0;
+    for (std::size_t i = 0; i < kN; ++i) s += u[i] * u[i];
+    return s;
+  }
+};
+
+TEST_P(InPlace, JacobiLoopIsBitIdenticalToDram) {
+  // Reference in DRAM, and the history of norms (the non-uniform plain region).
+  std::vector<double> a(Jacobi::kN), b(Jacobi::kN), mid, hist_ref(Jacobi::kIters + 8, 0.0);
+  Jacobi::init(a.data());
+  b = a;
+  for (int it = 0; it < Jacobi::kIters + 4; ++it) {
+    Jacobi::step(a.data(), b.data());
+    std::swap(a, b);
+    hist_ref[it] = Jacobi::norm(a.data());
+    if (it + 1 == Jacobi::kIters) mid = a;
+  }
+
+  auto run = [&](Context& ctx, DualRegion* u, Region* hist, int from, int to) {
+    for (int it = from; it < to; ++it) {
+      ASSERT_TRUE(ctx.begin().ok());
+      const double* in = u->read<double>();
+      double* out = u->write<double>();
+      Jacobi::step(in, out);
+      u->carry_over(0, sizeof(double));                                  // element 0
+      u->carry_over((Jacobi::kN - 1) * sizeof(double), sizeof(double));  // element n-1
+      if (it % 3 == 0) ctx.flush_async(*u);                              // done with u early
+      hist->as<double>()[it] = Jacobi::norm(out);                        // post-update read of the written version
+      if (it % 3 == 1) ctx.flush_async();                                // everything at once; the seed's flush point
+      if (it % 3 == 0) ctx.flush_async(*hist);
+      // it % 3 == 2: commit hands everything over itself.
+      auto c = ctx.commit();
+      ASSERT_TRUE(c.ok()) << c.error().message;
+      ASSERT_EQ(c.value(), static_cast<std::uint64_t>(it + 1));
+    }
+  };
+  const std::size_t hist_bytes = hist_ref.size() * sizeof(double);
+  {
+    auto ctx = make(options());
+    auto* u = ctx->dual_region("u", Jacobi::kN * sizeof(double)).value();
+    auto* hist = ctx->region("hist", hist_bytes).value();
+    ASSERT_TRUE(ctx->open().ok());
+    Jacobi::init(u->read<double>());  // nothing committed: the initial state
+    run(*ctx, u, hist, 0, Jacobi::kIters);
+    ASSERT_EQ(std::memcmp(u->read(), mid.data(), Jacobi::kN * sizeof(double)), 0);
+  }
+  // Restart from the committed version and finish: the same bits as DRAM.
+  auto ctx = make(options());
+  auto* u = ctx->dual_region("u", Jacobi::kN * sizeof(double)).value();
+  auto* hist = ctx->region("hist", hist_bytes).value();
+  ASSERT_TRUE(ctx->open().ok());
+  ASSERT_EQ(ctx->restore().value(), static_cast<std::uint64_t>(Jacobi::kIters));
+  EXPECT_EQ(ctx->stats().bytes_copied, hist_bytes);  // only the plain region came back by copy
+  for (int it = 0; it < Jacobi::kIters; ++it) ASSERT_EQ(hist->as<double>()[it], hist_ref[it]) << "iteration " << it;
+  run(*ctx, u, hist, Jacobi::kIters, Jacobi::kIters + 4);
+  EXPECT_EQ(std::memcmp(u->read(), a.data(), Jacobi::kN * sizeof(double)), 0);
+  EXPECT_EQ(std::memcmp(hist->data(), hist_ref.data(), hist_bytes), 0);
+}
+
+TEST_P(InPlace, CommittedSlotIsUnchangedByTheNextIteration) {
+  constexpr std::size_t kD = 2u << 20, kP = 64 * 1024;
+  auto ctx = make(options());
+  auto* d = ctx->dual_region("d", kD).value();
+  auto* p = ctx->region("p", kP).value();
+  ASSERT_TRUE(ctx->open().ok());
+  fill(d->write(), kD, 1);
+  fill(p->data(), kP, 1);
+  ASSERT_EQ(ctx->commit().value(), 1u);
+  std::vector<std::byte> before(kD);
+  std::memcpy(before.data(), d->read(), kD);
+  const void* committed = d->read();
+
+  ASSERT_TRUE(ctx->begin().ok());
+  fill(d->write(), kD / 2, 2);  // half the region, then hand it over
+  ctx->flush_async(*d);
+  fill(p->data(), kP, 2);
+  ctx->flush_async(*p);
+  ctx->flush_barrier();
+  EXPECT_EQ(d->read(), committed);
+  EXPECT_EQ(std::memcmp(d->read(), before.data(), kD), 0);
+  ASSERT_EQ(ctx->commit().value(), 2u);
+  EXPECT_NE(d->read(), committed);  // roles switched
+  EXPECT_EQ(d->write(), committed);
+  EXPECT_TRUE(matches(d->read(), kD / 2, 2));
+}
+
+// On media, not just in this process: a child dies in the middle of the
+// iteration after version 2 (half of write() rewritten, part of it flushed)
+// and the parent finds version 2 whole. Sizes stay under Pool::kParallelMin so
+// the child never needs the parent's worker threads.
+TEST_P(InPlace, KilledMidIterationLeavesTheCommittedVersion) {
+  constexpr std::size_t kD = 512 * 1024, kP = 256 * 1024;
+  for (int restart = 0; restart < 2; ++restart) {
+    const std::string name = "kill" + std::to_string(restart);
+    pid_t pid = fork();
+    if (pid == 0) {
+      auto ctx = std::move(Context::create(options(name)).value());
+      auto* d = ctx->dual_region("d", kD).value();
+      auto* p = ctx->region("p", kP).value();
+      if (!ctx->open().ok()) _exit(3);
+      for (std::uint64_t v = 1; v <= 2; ++v) {
+        fill(d->write(), kD, v);
+        fill(p->data(), kP, v);
+        if (!ctx->commit().ok()) _exit(4);
+      }
+      if (restart == 1) {  // the same after a restore in a new context
+        ctx.reset();
+        ctx = std::move(Context::create(options(name)).value());
+        d = ctx->dual_region("d", kD).value();
+        p = ctx->region("p", kP).value();
+        if (!ctx->open().ok() || !ctx->restore().ok()) _exit(5);
+      }
+      if (!ctx->begin().ok()) _exit(6);
+      fill(d->write(), kD / 2, 3);
+      ctx->flush_async(*d);
+      ctx->flush_barrier();
+      fill(p->data(), kP, 3);
+      ctx->flush_async(*p);
+      raise(SIGKILL);
+      _exit(7);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ASSERT_TRUE(WIFSIGNALED(st)) << "child exited with " << WEXITSTATUS(st);
+    auto ctx = make(options(name));
+    auto* d = ctx->dual_region("d", kD).value();
+    auto* p = ctx->region("p", kP).value();
+    ASSERT_TRUE(ctx->open().ok());
+    ASSERT_EQ(ctx->restore().value(), 2u);
+    EXPECT_TRUE(matches(d->read(), kD, 2));
+    EXPECT_TRUE(matches(p->data(), kP, 2));
+  }
+}
+
+TEST_P(InPlace, OpenWithoutRestoreWritesTheOtherSlot) {
+  constexpr std::size_t kD = 8192;
+  {
+    auto ctx = make(options());
+    auto* d = ctx->dual_region("d", kD).value();
+    ASSERT_TRUE(ctx->open().ok());
+    for (std::uint64_t v = 1; v <= 3; ++v) {  // odd count: version 3 is in slot 1
+      fill(d->write(), kD, v);
+      ASSERT_TRUE(ctx->commit().ok());
+    }
+  }
+  auto ctx = make(options());
+  auto* d = ctx->dual_region("d", kD).value();
+  ASSERT_TRUE(ctx->open().ok());
+  // No restore: still, read() is the committed version and write() the other.
+  EXPECT_TRUE(matches(d->read(), kD, 3));
+  fill(d->write(), kD, 4);
+  EXPECT_TRUE(matches(d->read(), kD, 3));
+  ASSERT_EQ(ctx->commit().value(), 4u);
+}
+
+// Pointers inside a dual region, to a plain region and into the dual itself.
+TEST_P(InPlace, PointersInDualRegionsAreRelocated) {
+  constexpr std::size_t kD = 4096;
+  auto build = [&](Context& ctx, DualRegion*& d, Region*& p) {
+    d = ctx.dual_region("d", kD).value();
+    p = ctx.region("p", kD).value();
+    ASSERT_TRUE(ctx.open().ok());
+    ASSERT_TRUE(ctx.register_pointer(&d->read<void*>()[0]).ok());
+    ASSERT_TRUE(ctx.register_pointer(&d->read<void*>()[1]).ok());
+  };
+  {
+    auto ctx = make(options());
+    DualRegion* d;
+    Region* p;
+    build(*ctx, d, p);
+    auto** w = d->write<void*>();
+    w[0] = p->as<std::byte>() + 16;
+    w[1] = &w[4];
+    w[4] = reinterpret_cast<void*>(0x1234);
+    ASSERT_TRUE(ctx->commit().ok());
+  }
+  auto ctx = make(options());
+  DualRegion* d;
+  Region* p;
+  build(*ctx, d, p);
+  ASSERT_TRUE(ctx->restore().ok());
+  auto** r = d->read<void*>();
+  EXPECT_EQ(r[0], p->as<std::byte>() + 16);
+  EXPECT_EQ(r[1], &r[4]);
+  EXPECT_EQ(r[4], reinterpret_cast<void*>(0x1234));
+}
+
+// Many hand-overs in every order, explicit barriers, repeated and empty
+// requests; run under the thread sanitizer build as well.
+TEST_P(InPlace, FlushAsyncAndBarrierInAnyOrder) {
+  constexpr std::size_t kA = 1536 * 1024, kB = 700 * 1024, kC = 3 * 4096, kP = 1100 * 1024;
+  constexpr int kIters = 30;
+  {
+    auto ctx = make(options());
+    auto* a = ctx->dual_region("a", kA).value();
+    auto* b = ctx->dual_region("b", kB).value();
+    auto* c = ctx->dual_region("c", kC).value();
+    auto* p = ctx->region("p", kP).value();
+    ASSERT_TRUE(ctx->open().ok());
+    ctx->flush_barrier();  // nothing queued: returns at once
+    for (int it = 1; it <= kIters; ++it) {
+      ASSERT_TRUE(ctx->begin().ok());
+      fill(a->write(), kA, it);
+      ctx->flush_async(*a);
+      ctx->flush_async(*a);  // twice: done once
+      if (it % 2) ctx->flush_barrier();
+      fill(p->data(), kP, it + 1000);
+      ctx->flush_async(*p);
+      fill(b->write(), kB, it + 2000);
+      if (it % 4 == 0) ctx->flush_barrier();
+      fill(c->write(), kC, it + 3000);
+      if (it % 3 == 0) ctx->flush_async();  // the rest (b and c)
+      auto v = ctx->commit();
+      ASSERT_TRUE(v.ok()) << v.error().message;
+      ASSERT_EQ(v.value(), static_cast<std::uint64_t>(it));
+      ASSERT_TRUE(matches(a->read(), kA, it));
+      ASSERT_TRUE(matches(b->read(), kB, it + 2000));
+      ASSERT_TRUE(matches(c->read(), kC, it + 3000));
+      ctx->flush_barrier();  // after commit: nothing pending
+    }
+    EXPECT_EQ(ctx->stats().bytes_copied, kIters * kP);  // the plain region, once per commit
+    EXPECT_GE(ctx->stats().nvm_bytes_written, kIters * (kA + kB + kC + kP));
+    // An iteration abandoned after hand-overs: the context goes away with
+    // work queued.
+    ASSERT_TRUE(ctx->begin().ok());
+    fill(a->write(), kA, 999);
+    ctx->flush_async(*a);
+    fill(p->data(), kP, 999);
+    ctx->flush_async();
+  }
+  auto ctx = make(options());
+  auto* a = ctx->dual_region("a", kA).value();
+  auto* b = ctx->dual_region("b", kB).value();
+  auto* c = ctx->dual_region("c", kC).value();
+  auto* p = ctx->region("p", kP).value();
+  ASSERT_TRUE(ctx->open().ok());
+  // A hand-over abandoned by restore() in the same context.
+  fill(p->data(), kP, 5);
+  ctx->flush_async(*p);
+  ASSERT_EQ(ctx->restore().value(), static_cast<std::uint64_t>(kIters));
+  EXPECT_TRUE(matches(a->read(), kA, kIters));
+  EXPECT_TRUE(matches(b->read(), kB, kIters + 2000));
+  EXPECT_TRUE(matches(c->read(), kC, kIters + 3000));
+  EXPECT_TRUE(matches(p->data(), kP, kIters + 1000));
+}
+
+INSTANTIATE_TEST_SUITE_P(Persist, InPlace, ::testing::Values(true, false),
+                         [](const auto& p) { return p.param ? "async_flush" : "sync_flush"; });
+
+TEST(PersistInPlace, CommitAfterAFailedCommitRedoesTheHandOver) {
+  TempDir dir;
+  auto ctx = make(in_place_options(dir, true));
+  auto* p = ctx->region("p", 4096).value();
+  auto* d = ctx->dual_region("d", 4096).value();
+  ASSERT_TRUE(ctx->open().ok());
+  ASSERT_TRUE(ctx->register_pointer(&p->as<void*>()[0]).ok());
+  static int stray = 0;
+  fill(d->write(), 4096, 1);
+  fill(p->data(), 4096, 1);
+  p->as<void*>()[0] = &stray;
+  ctx->flush_async();  // p copied with the stray pointer
+  auto bad = ctx->commit();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, Errc::invalid_argument);
+  EXPECT_FALSE(ctx->committed_version().has_value());
+  p->as<void*>()[0] = nullptr;  // fixed after the failure
+  p->as<std::uint64_t>()[1] = 77;
+  ASSERT_EQ(ctx->commit().value(), 1u);
+  ctx.reset();
+
+  ctx = make(in_place_options(dir, true));
+  p = ctx->region("p", 4096).value();
+  d = ctx->dual_region("d", 4096).value();
+  ASSERT_TRUE(ctx->open().ok());
+  ASSERT_TRUE(ctx->register_pointer(&p->as<void*>()[0]).ok());
+  ASSERT_TRUE(ctx->restore().ok());
+  EXPECT_EQ(p->as<void*>()[0], nullptr);
+  EXPECT_EQ(p->as<std::uint64_t>()[1], 77u);  // the copy was redone after the failure
+  EXPECT_TRUE(matches(d->read(), 4096, 1));
+}
+
+}  // namespace
+}  // namespace cairn::persist
