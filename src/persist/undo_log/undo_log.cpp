@@ -28,7 +28,8 @@
 // finishes, so application writes made without an explicit begin() are
 // covered too. libpmemobj transactions belong to the thread that began them:
 // use a Context with this strategy from one thread (other threads may write
-// the regions; only begin/commit/restore must come from that thread).
+// the regions; only begin/commit/restore must come from that thread), and
+// keep one undo-log Context per thread, since a thread has one transaction.
 //
 // Options::device and Options::threads are not used: libpmemobj does its own
 // flushing, on the calling thread — the single-threaded persistence whose cost
@@ -132,6 +133,9 @@ class UndoLog final : public Strategy {
   Result<void> initialise(const Layout& layout);
   Result<void> attach(Layout& layout);
   Result<void> check_thread(const char* what) const;
+  // libpmemobj nests a pmemobj_tx_begin into the thread's open transaction,
+  // and aborts that one if it belongs to another pool: refuse first.
+  Result<void> check_no_foreign_tx() const;
   // pmemobj_tx_begin and the snapshot of every range this iteration may write.
   Result<void> begin_tx(const Layout& layout);
   // Rolls the open transaction back (the regions return to the committed state).
@@ -175,6 +179,14 @@ Result<void> UndoLog::check_thread(const char* what) const {
                                                 "commit and restore from one thread");
 }
 
+Result<void> UndoLog::check_no_foreign_tx() const {
+  if (pmemobj_tx_stage() == TX_STAGE_NONE) return {};
+  return make_error(Errc::invalid_argument,
+                    path_ +
+                        ": another libpmemobj transaction is open on this thread (another undo-log Context, whose "
+                        "iteration spans until its commit); use one undo-log Context per thread");
+}
+
 Result<void> UndoLog::open(Layout& layout, const Options& options) {
   auto r = open_pool(layout, options);
   if (!r.ok() && pop_ != nullptr) {
@@ -193,6 +205,7 @@ Result<void> UndoLog::open_pool(Layout& layout, const Options& options) {
     return make_error(Errc::io_error, "cannot create the pool directory " + dir + ": " + ec.message() +
                                           "; set CAIRN_POOL_DIR or Options::dir to a writable directory");
   path_ = dir + "/" + options.name + ".obj";
+  if (auto r = check_no_foreign_tx(); !r.ok()) return r;
 
   std::size_t objects = 0, ranges = 0;
   for (const auto& e : layout.entries) {
@@ -249,6 +262,7 @@ Result<void> UndoLog::open_pool(Layout& layout, const Options& options) {
 Result<void> UndoLog::initialise(const Layout& layout) {
   // One transaction: a crash leaves either the whole initial state or the
   // zeroed root, and the region objects allocated here are freed by rollback.
+  if (auto r = check_no_foreign_tx(); !r.ok()) return r;
   if (pmemobj_tx_begin(pop_, nullptr, TX_PARAM_NONE) != 0) {
     const int err = pmemobj_tx_errno();
     pmemobj_tx_end();
@@ -335,6 +349,7 @@ Result<void> UndoLog::attach(Layout& layout) {
 }
 
 Result<void> UndoLog::begin_tx(const Layout& layout) {
+  if (auto r = check_no_foreign_tx(); !r.ok()) return r;
   if (pmemobj_tx_begin(pop_, nullptr, TX_PARAM_NONE) != 0) {
     const int err = pmemobj_tx_errno();
     pmemobj_tx_end();
@@ -401,6 +416,7 @@ Result<void> UndoLog::restore(Layout& layout) {
   for (auto& d : layout.pairs) detail_access::read_index(*d) = parity;
   if (!tx_open_)
     if (auto r = begin_tx(layout); !r.ok()) return r;
+  tx_pristine_ = false;  // from here on the application works in it
   std::vector<PointerRecord> records(h.pointer_count);
   if (!records.empty()) {
     if (OID_IS_NULL(h.pointers) || pmemobj_alloc_usable_size(h.pointers) < records.size() * sizeof(PointerRecord))
@@ -441,8 +457,10 @@ Result<void> UndoLog::commit(Layout& layout, std::uint64_t version) {
   if (h->pointer_count != ptrs.size() || (table_bytes != 0 && OID_IS_NULL(h->pointers))) {
     // The table changes size (the first commit with pointers): replace it,
     // inside the transaction, so a rollback frees the new one.
-    if (!OID_IS_NULL(h->pointers))
+    if (!OID_IS_NULL(h->pointers)) {
       if (const int rc = pmemobj_tx_free(h->pointers); rc != 0) return fail("pmemobj_tx_free of the pointer table", rc);
+      h->pointers = OID_NULL;  // a retry after a failure below must not free it twice
+    }
     PMEMoid table = OID_NULL;
     if (table_bytes != 0) {
       table = pmemobj_tx_alloc(table_bytes, kPointerTableType);

@@ -194,6 +194,29 @@ TEST(PersistUndoLog, CommitFromAnotherThreadIsATypedError) {
   ASSERT_EQ(ctx->commit().value(), 1u);  // from the thread that opened it
 }
 
+TEST(PersistUndoLog, SecondContextOnTheSameThreadIsATypedError) {
+  TempDir dir;
+  auto first = make(undo_options(dir, "first"));
+  auto* a = first->region("a", 4096).value();
+  ASSERT_TRUE(first->open().ok());
+  fill(a->data(), 4096, 1);
+  auto second = make(undo_options(dir, "second"));
+  ASSERT_TRUE(second->region("b", 4096).ok());
+  auto r = second->open();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::invalid_argument);
+  EXPECT_NE(r.error().message.find("one undo-log Context per thread"), std::string::npos) << r.error().message;
+  // The first context's iteration was not disturbed.
+  EXPECT_TRUE(matches(a->data(), 4096, 1));
+  ASSERT_EQ(first->commit().value(), 1u);
+  first.reset();
+  auto again = make(undo_options(dir, "first"));
+  a = again->region("a", 4096).value();
+  ASSERT_TRUE(again->open().ok());
+  ASSERT_EQ(again->restore().value(), 1u);
+  EXPECT_TRUE(matches(a->data(), 4096, 1));
+}
+
 TEST(PersistUndoLog, ForeignFilesAreTypedErrorsNamingTheFile) {
   TempDir dir;
   {
