@@ -1,4 +1,4 @@
-/* cairn.h — the C API of cairn: persistent pools, roots, arena and persistence primitives. */
+/* cairn.h — the C API of cairn: persistent pools, roots, arena, persistence primitives and checkpoints. */
 /*
  * THE MODEL
  *
@@ -88,7 +88,8 @@
  * Everything here is reachable through ISO_C_BINDING: handles are opaque
  * pointers (type(c_ptr)), sizes and offsets are uint64_t or size_t
  * (integer(c_int64_t) / integer(c_size_t)), strings are NUL-terminated, and
- * the only struct, cairn_stats, holds nothing but uint64_t fields.
+ * the only structs, cairn_stats and cairn_ckpt_stats, hold nothing but
+ * uint64_t fields.
  */
 #ifndef CAIRN_CAIRN_H
 #define CAIRN_CAIRN_H
@@ -118,9 +119,9 @@ enum {
   CAIRN_E_IO = -13,               /* any other system call failure */
   CAIRN_E_POISONED = -14,         /* an earlier persist failed */
   CAIRN_E_NOT_READY = -15,        /* e.g. alloc before the arena was rebuilt */
-  CAIRN_E_LAYOUT_MISMATCH = -16,
-  CAIRN_E_NO_VERSION = -17,
-  CAIRN_E_UNSUPPORTED = -18, /* the platform or build lacks a feature (e.g. a device) */
+  CAIRN_E_LAYOUT_MISMATCH = -16,  /* stored state has another registration layout (names, sizes, pointers) */
+  CAIRN_E_NO_VERSION = -17,       /* restore with nothing committed yet */
+  CAIRN_E_UNSUPPORTED = -18,      /* the platform or build lacks a feature (a device, a strategy not built) */
   /* C API only: */
   CAIRN_E_NO_MEMORY = -100, /* the library ran out of DRAM */
   CAIRN_E_INTERNAL = -101   /* an unexpected internal failure (a bug: please report it) */
@@ -250,6 +251,196 @@ typedef struct cairn_stats {
 int cairn_pool_stats(const cairn_pool* pool, cairn_stats* out);
 /* Zeroes the device counters (roots_published is kept). */
 int cairn_pool_stats_reset(cairn_pool* pool);
+
+/* ---- checkpoints: the persistence layer (C++: cairn/persist.hpp) ----
+ *
+ * A checkpoint context (cairn_ckpt) keeps the state a simulation must not
+ * lose: it registers named regions, then commits a version whenever the
+ * application likes (every iteration, ideally) and, after a crash, restores
+ * the last committed version bit for bit. Several strategies sit behind the
+ * one interface and are chosen by name (cairn_ckpt_strategy_name lists them;
+ * one that is not built in this library fails with CAIRN_E_UNSUPPORTED):
+ *
+ *   cairn_ckpt* ck = NULL;
+ *   cairn_ckpt_region* cells = NULL;
+ *   cairn_ckpt_dual* u = NULL;
+ *   if (cairn_ckpt_create("nt-copy", "heat", NULL, 0, CAIRN_CKPT_DEFAULTS, &ck) < 0) { ...cairn_errormsg()... }
+ *   cairn_ckpt_region_create(ck, "cells", ncell * sizeof(struct cell), &cells);  // memory from cairn
+ *   cairn_ckpt_dual_create(ck, "u", n * sizeof(double), &u);              // two versions
+ *   cairn_ckpt_open(ck);                                                    // memory exists from here
+ *   struct cell* c = cairn_ckpt_region_data(cells);
+ *   for (i = 0; i < ncell; ++i) cairn_ckpt_register_pointer(ck, (void**)&c[i].next);
+ *   if (cairn_ckpt_restore(ck, &v) == CAIRN_E_NO_VERSION) { ...initial state... }
+ *   c = cairn_ckpt_region_data(cells);      // a restore may move a region
+ *   for (;;) {
+ *     cairn_ckpt_begin(ck);                 // in-place: read and write versions swap
+ *     step(cairn_ckpt_dual_read(u), cairn_ckpt_dual_write(u), c);
+ *     cairn_ckpt_commit(ck, &v);            // durable: survives any crash from here
+ *   }
+ *   cairn_ckpt_delete(&ck);                 // ck is now NULL
+ *
+ * Order of calls. Regions are registered before cairn_ckpt_open, which
+ * attaches storage (<dir>/<name>.pool, or checkpoint files for "file") and
+ * gives cairn-provided regions their memory. A region's address is read with
+ * cairn_ckpt_region_data (NULL before open); it stays valid until the next
+ * restore. Pointers that live inside regions are registered with
+ * cairn_ckpt_register_pointer before the first commit or restore (pointers
+ * inside cairn-provided regions therefore between open and that call); at
+ * each commit their targets are recorded as (region, offset), and restore
+ * rewrites them for wherever the regions now live.
+ *
+ * Layout. The registration layout (region names, sizes and kinds, pointer
+ * locations) is stored with every version. Restoring into a different layout
+ * fails with CAIRN_E_LAYOUT_MISMATCH, and such a context refuses to commit
+ * over the stored state: never silent corruption.
+ *
+ * Application memory. cairn_ckpt_register_region adopts memory the
+ * application owns; only strategies whose working set is in DRAM (file,
+ * dram-cache, nt-copy) accept it, the others answer CAIRN_E_INVALID_ARGUMENT
+ * and want cairn_ckpt_region_create instead.
+ *
+ * Seed 001's DRAM-cache names (init_backup_context, register_region,
+ * register_pointer, do_backup, do_restore) are in cairn/seed001.h, kept out
+ * of this header so that they do not claim common names in every program.
+ *
+ * Errors, threads. As everywhere in this header: negative CAIRN_E_* codes and
+ * cairn_errormsg(). A context must not be used from two threads at once.
+ */
+
+typedef struct cairn_ckpt cairn_ckpt;
+typedef struct cairn_ckpt_region cairn_ckpt_region; /* owned by its context */
+typedef struct cairn_ckpt_dual cairn_ckpt_dual;     /* owned by its context */
+
+/* The `flags` of cairn_ckpt_create (C++: Options). */
+enum {
+  CAIRN_CKPT_ASYNC_FLUSH = 1 << 0, /* in-place: flush on a helper thread (seed 004's flush_async) */
+  CAIRN_CKPT_INCREMENTAL = 1 << 1, /* copy-based strategies: copy only pages written since the last commit */
+  CAIRN_CKPT_HDF5 = 1 << 2,        /* file: also write an HDF5 file per checkpoint (if built with HDF5) */
+  CAIRN_CKPT_DEFAULTS = CAIRN_CKPT_ASYNC_FLUSH
+};
+
+/* Creates a context. `strategy`: a name from cairn_ckpt_strategy_name(), or
+ * NULL / "" for $CAIRN_STRATEGY, else "in-place". `name` names the storage
+ * (NULL: "state"; no '/'). `dir`: NULL or "" for cairn_default_pool_dir().
+ * `threads` for copies and flushes, 0 = all hardware threads. `flags`: an OR
+ * of CAIRN_CKPT_*. The device comes from $CAIRN_DEVICE (else "real"). Nothing
+ * is opened or created on disk yet. On failure *out is NULL. */
+int cairn_ckpt_create(const char* strategy, const char* name, const char* dir, unsigned threads, unsigned flags,
+                      cairn_ckpt** out);
+
+/* As create, with the options read from a "key = value" file (keys: strategy,
+ * name, dir, device, threads, async_flush, incremental, hdf5; '#' comments).
+ * Unknown keys are CAIRN_E_INVALID_ARGUMENT; a missing file CAIRN_E_NOT_FOUND. */
+int cairn_ckpt_create_from_config(const char* config_path, cairn_ckpt** out);
+
+/* Frees the context, its region handles and (for cairn-provided regions) their
+ * memory, and sets *ckpt to NULL. *ckpt == NULL is a no-op. What was committed
+ * stays in storage; work since the last commit is not saved. */
+int cairn_ckpt_delete(cairn_ckpt** ckpt);
+
+/* The strategy's name (resolved from the environment if create got NULL);
+ * NULL for a NULL context. Valid while the context lives. */
+const char* cairn_ckpt_strategy(const cairn_ckpt* ckpt);
+
+/* The strategies this library knows, in registry order: index 0 ..
+ * cairn_ckpt_strategy_count() - 1; NULL past the end. Static strings. A listed
+ * strategy may still be unbuilt: create reports CAIRN_E_UNSUPPORTED. */
+size_t cairn_ckpt_strategy_count(void);
+const char* cairn_ckpt_strategy_name(size_t index);
+
+/* ---- registration (before cairn_ckpt_open) ----
+ * Names are 1 to 47 characters and unique within a context; NULL picks
+ * "region<k>", k counting the regions registered so far. Sizes are > 0.
+ * `out` may be NULL where noted. */
+
+/* A region whose memory cairn provides where the strategy keeps its working
+ * set (DRAM or NVM). Works with every strategy. */
+int cairn_ckpt_region_create(cairn_ckpt* ckpt, const char* name, size_t bytes, cairn_ckpt_region** out);
+/* A region in memory the application owns ([base, base + bytes), not
+ * overlapping another such region). DRAM working-set strategies only.
+ * `out` may be NULL. */
+int cairn_ckpt_register_region(cairn_ckpt* ckpt, const char* name, void* base, size_t bytes, cairn_ckpt_region** out);
+/* The region's memory (NULL before open for cairn-provided regions, and for a
+ * NULL handle); valid until the next restore. And its size. */
+void* cairn_ckpt_region_data(const cairn_ckpt_region* region);
+size_t cairn_ckpt_region_bytes(const cairn_ckpt_region* region);
+
+/* A region with two versions whose roles alternate every iteration (seed 004
+ * §4.1): between begin and commit the application reads cairn_ckpt_dual_read
+ * and writes cairn_ckpt_dual_write; after commit the written version is the
+ * consistent one and is read next. Both addresses are valid until the next
+ * commit or restore (they swap; fetch them again each iteration). */
+int cairn_ckpt_dual_create(cairn_ckpt* ckpt, const char* name, size_t bytes, cairn_ckpt_dual** out);
+void* cairn_ckpt_dual_read(const cairn_ckpt_dual* dual);
+void* cairn_ckpt_dual_write(const cairn_ckpt_dual* dual);
+size_t cairn_ckpt_dual_bytes(const cairn_ckpt_dual* dual);
+/* Copies [offset, offset + len) from the read to the write version: the
+ * elements this iteration does not update (seed 004's non-uniform updates).
+ * The range is clipped to the region. */
+int cairn_ckpt_dual_carry_over(cairn_ckpt_dual* dual, size_t offset, size_t len);
+
+/* `from` is the address of a pointer that lives inside a registered region;
+ * its target must lie in a registered region (or be NULL) at every commit.
+ * In C, pass the address of a typed pointer as (void**)&node->next. */
+int cairn_ckpt_register_pointer(cairn_ckpt* ckpt, void** from);
+/* As register_pointer, after checking that *from currently equals `to`
+ * (seed 001's register_pointer(ctx, from, to); catches swapped arguments). */
+int cairn_ckpt_register_pointer_to(cairn_ckpt* ckpt, void** from, const void* to);
+
+/* ---- storage and versions ---- */
+
+/* Attaches storage: opens what an earlier run committed, or creates it sized
+ * for the registered layout. Once only. */
+int cairn_ckpt_open(cairn_ckpt* ckpt);
+/* 1 after a successful open, 0 before, negative for a NULL context. */
+int cairn_ckpt_is_open(const cairn_ckpt* ckpt);
+
+/* The last committed version in storage: *has_version = 1 and *version set,
+ * or *has_version = 0 and *version = 0 when nothing is committed. Needs open
+ * (else CAIRN_E_NOT_READY). `version` may be NULL. */
+int cairn_ckpt_committed_version(const cairn_ckpt* ckpt, uint64_t* version, int* has_version);
+
+/* Brings back the last committed version (pointers relocated) and stores its
+ * number in *version (may be NULL; 0 on failure). CAIRN_E_NO_VERSION when
+ * nothing has been committed: start from scratch. Region addresses may change. */
+int cairn_ckpt_restore(cairn_ckpt* ckpt, uint64_t* version);
+
+/* Starts an iteration (in-place: dual roles switch; undo-log: the transaction
+ * opens). Optional: commit begins one itself if none is open. */
+int cairn_ckpt_begin(cairn_ckpt* ckpt);
+
+/* Makes the state durable and consistent as a new version, whose number goes
+ * to *version (may be NULL; 0 on failure). When this returns 0 the version
+ * survives any crash. */
+int cairn_ckpt_commit(cairn_ckpt* ckpt, uint64_t* version);
+
+/* Seed 004 §4.2: hand this iteration's written data to the flushing helper
+ * thread now (in-place with CAIRN_CKPT_ASYNC_FLUSH; a no-op elsewhere), and
+ * wait for it. commit calls both; calling them early overlaps the flush with
+ * computation. Do not write the handed-over data again before commit. Before
+ * open both are no-ops. */
+int cairn_ckpt_flush_async(cairn_ckpt* ckpt);
+int cairn_ckpt_flush_barrier(cairn_ckpt* ckpt);
+/* Hands over one region only, as soon as this iteration is done writing it
+ * (the seed's proactive flushing). A handle of another context is ignored. */
+int cairn_ckpt_flush_async_region(cairn_ckpt* ckpt, const cairn_ckpt_region* region);
+int cairn_ckpt_flush_async_dual(cairn_ckpt* ckpt, const cairn_ckpt_dual* dual);
+
+/* Counters of this context (C++: persist::Stats), times in nanoseconds. */
+typedef struct cairn_ckpt_stats {
+  uint64_t commits; /* by this context (not counting earlier runs) */
+  uint64_t restores;
+  uint64_t version; /* the context's current version: last committed or restored, 0 if none */
+  uint64_t last_commit_ns;
+  uint64_t total_commit_ns;
+  uint64_t last_restore_ns;
+  uint64_t bytes_copied;      /* by commits and restores */
+  uint64_t nvm_bytes_written; /* flushed lines + non-temporal bytes */
+  uint64_t nvm_lines_written;
+  uint64_t incremental_bytes_saved; /* CAIRN_CKPT_INCREMENTAL: bytes not copied */
+} cairn_ckpt_stats;
+
+int cairn_ckpt_stats_get(const cairn_ckpt* ckpt, cairn_ckpt_stats* out);
 
 /* ---- misc ---- */
 

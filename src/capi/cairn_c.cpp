@@ -2,7 +2,8 @@
 //
 // Every entry point validates its arguments, runs the C++ call inside guard()
 // so that no exception crosses into C, and turns an Error into its negated
-// code plus a per-thread message prefixed with the C function's name.
+// code plus a per-thread message prefixed with the C function's name
+// (capi/c_error.hpp, shared with the checkpoint API in ckpt_c.cpp).
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -17,6 +18,7 @@
 #include "cairn/device.hpp"
 #include "cairn/error.hpp"
 #include "cairn/pool.hpp"
+#include "capi/c_error.hpp"
 
 using cairn::Errc;
 namespace cp = cairn::pool;
@@ -57,50 +59,9 @@ struct cairn_pool {
 
 namespace {
 
-// Per-thread last error message. If building the message itself fails (no
-// memory), a truncated copy goes to a fixed buffer instead.
-thread_local std::string t_message;
-thread_local char t_fallback[256];
-thread_local const char* t_current = "";
-
-void set_message(const char* fn, std::string_view text) noexcept {
-  try {
-    t_message.assign(fn);
-    t_message += ": ";
-    t_message.append(text);
-    t_current = t_message.c_str();
-  } catch (...) {
-    std::snprintf(t_fallback, sizeof t_fallback, "%s: %.*s", fn, static_cast<int>(text.size()), text.data());
-    t_current = t_fallback;
-  }
-}
-
-int fail(const char* fn, int code, std::string_view text) noexcept {
-  set_message(fn, text);
-  return code;
-}
-
-int fail(const char* fn, const cairn::Error& e) noexcept { return fail(fn, -static_cast<int>(e.code), e.message); }
-
-// Runs f (returning int) and converts any escaping exception into a code.
-template <class F>
-int guard(const char* fn, F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return fail(fn, CAIRN_E_NO_MEMORY, "out of memory");
-  } catch (const std::system_error& e) {
-    return fail(fn, CAIRN_E_IO, std::string("system error: ") + e.what());
-  } catch (const std::exception& e) {
-    return fail(fn, CAIRN_E_INTERNAL, std::string("unexpected internal error: ") + e.what());
-  } catch (...) {
-    return fail(fn, CAIRN_E_INTERNAL, "unexpected internal error of unknown type");
-  }
-}
-
-int null_arg(const char* fn, const char* what) noexcept {
-  return fail(fn, CAIRN_E_INVALID_ARGUMENT, std::string_view(what));
-}
+using cairn::capi::fail;
+using cairn::capi::guard;
+using cairn::capi::null_arg;
 
 #define CAIRN_REQUIRE_POOL(fn, h) \
   if ((h) == nullptr || !(h)->pool) return null_arg(fn, "pool handle is NULL")
@@ -168,7 +129,7 @@ const char* cairn_strerror(int code) {
   }
 }
 
-const char* cairn_errormsg(void) { return t_current; }
+const char* cairn_errormsg(void) { return cairn::capi::current_message(); }
 
 int cairn_pool_create(const char* path, uint64_t size, unsigned flags, const char* device, cairn_pool** out) {
   static constexpr const char* fn = "cairn_pool_create";
