@@ -34,12 +34,48 @@ constexpr int kReadCalls = 4000;
 // charges drains).
 constexpr const char* kNumericProfile = "write_ns=300,drain_ns=500,write_gbps=1,read_ns=200,read_gbps=2";
 
-template <class F>
-double time_s(F&& f) {
-  const auto t0 = Clock::now();
-  f();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+double cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
+
+// Times samples on a machine shared with other work. A sample during which
+// this process did not hold its `threads` CPUs (the scheduler ran someone
+// else) measures the machine's load, not the code: such a sample is run again,
+// up to kTries times, and the least disturbed one is kept. Preemption only
+// ever makes a sample slower, so this removes noise, not signal.
+class Meter {
+ public:
+  static constexpr int kTries = 12;
+
+  template <class Setup, class F>
+  double seconds(unsigned threads, Setup&& setup, F&& fn) {
+    const double want = threads > 1 ? 0.90 : 0.97;  // hand-offs to workers cost a little CPU share
+    double best_share = -1, best_s = 0;
+    for (int t = 0; t < kTries; ++t) {
+      setup();
+      const double c0 = cpu_seconds();
+      const auto t0 = Clock::now();
+      fn();
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      const double share = s > 0 ? (cpu_seconds() - c0) / (s * threads) : 1;
+      if (share > best_share) best_share = share, best_s = s;
+      if (share >= want) break;
+      ++retried_;
+    }
+    ++samples_;
+    if (best_share < want) ++disturbed_;
+    return best_s;
+  }
+  template <class F>
+  double seconds(unsigned threads, F&& fn) {
+    return seconds(
+        threads, [] {}, std::forward<F>(fn));
+  }
+
+  int samples_ = 0, retried_ = 0, disturbed_ = 0;
+};
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -99,33 +135,43 @@ Result<std::unique_ptr<Scratch>> make_scratch(const std::string& dir, const std:
 }
 
 // Seconds to flush kFlushLines freshly written lines one call each (the
-// drain is outside the timing).
-double time_flush_lines(pool::Pool& p, std::byte* buf, int pass) {
-  std::memset(buf, pass & 0xff, kFlushLines * 64);
-  const double s = time_s([&] {
-    for (std::size_t i = 0; i < kFlushLines; ++i) p.flush(buf + i * 64, 64);
-  });
+// writes before and the drain after are outside the timing).
+double time_flush_lines(Meter& meter, pool::Pool& p, std::byte* buf, int pass) {
+  const double s = meter.seconds(
+      1,
+      [&] {
+        p.drain();
+        std::memset(buf, pass & 0xff, kFlushLines * 64);
+      },
+      [&] {
+        for (std::size_t i = 0; i < kFlushLines; ++i) p.flush(buf + i * 64, 64);
+      });
   p.drain();
   return s;
 }
 
-double time_drains(pool::Pool& p) {
-  return time_s([&] {
+double time_drains(Meter& meter, pool::Pool& p) {
+  return meter.seconds(1, [&] {
     for (int i = 0; i < kDrainCalls; ++i) p.drain();
   });
 }
 
-double time_random_reads(Device& d) {
-  return time_s([&] {
+double time_random_reads(Meter& meter, Device& d) {
+  return meter.seconds(1, [&] {
     for (int i = 0; i < kReadCalls; ++i) d.read_charge(64, false);
   });
 }
 
-// Bytes for a bandwidth test at `bw` bytes/s: about 50 ms of device time,
-// whole MiB, between 4 MiB and the buffer size.
+// Bandwidth samples copy in chunks of this size: many crossings of the
+// token bucket per sample.
+constexpr std::size_t kChunk = 256u << 10;
+
+// Bytes for a bandwidth test at `bw` bytes/s: about 5 ms of device time
+// (short, so that on a busy machine some samples see no preemption), whole
+// chunks, between 1 MiB and the buffer size.
 std::size_t bw_bytes(double bw, std::size_t cap) {
-  auto n = static_cast<std::size_t>(bw * 0.05) / kMiB * kMiB;
-  return std::clamp<std::size_t>(n, std::min<std::size_t>(4 * kMiB, cap), cap);
+  auto n = static_cast<std::size_t>(bw * 0.005) / kChunk * kChunk;
+  return std::clamp<std::size_t>(n, std::min<std::size_t>(kMiB, cap), cap);
 }
 
 std::string fmt(const char* f, double v) {
@@ -148,7 +194,7 @@ std::string json_str(const std::string& s) {
 }
 
 Result<void> run_primitives(const BenchOptions& opt, unsigned threads, Scratch& real, const std::byte* src,
-                            BenchReport& r, std::ostream* log) {
+                            BenchReport& r, Meter& meter, std::ostream* log) {
   pool::Pool& p = *real.pool;
   std::byte* dst = real.buffer();
   const std::size_t n = opt.size;
@@ -157,30 +203,30 @@ Result<void> run_primitives(const BenchOptions& opt, unsigned threads, Scratch& 
     if (log) *log << "primitives: repetition " << rep + 1 << "/" << opt.reps << "\n";
     // Every rep runs every operation, so slow phases of a shared machine hit
     // the baseline and the operations alike.
-    m["memcpy1"].push_back(n / time_s([&] { std::memcpy(dst, src, n); }));
-    m["memcpyT"].push_back(n / time_s([&] {
-                             pool::detail::parallel_ranges(n, threads, [&](std::size_t off, std::size_t len) {
-                               std::memcpy(dst + off, src + off, len);
-                             });
-                           }));
-    m["nt1"].push_back(n / time_s([&] { p.memcpy_persist(dst, src, n); }));
-    m["ntT"].push_back(n / time_s([&] { p.memcpy_persist_mt(dst, src, n, threads); }));
-    m["cp+persist"].push_back(n / time_s([&] {
-                                std::memcpy(dst, src, n);
-                                p.persist(dst, n);
-                              }));
-    std::memset(dst, rep, n);
-    m["persist1"].push_back(n / time_s([&] { p.persist(dst, n); }));
-    std::memset(dst, rep + 1, n);
-    m["persistT"].push_back(n / time_s([&] { p.persist_mt(dst, n, threads); }));
-    m["flush"].push_back(time_flush_lines(p, dst, rep) * 1e9 / kFlushLines);
-    m["persist-line"].push_back(1e9 / kFlushLines * time_s([&] {
-                                  for (std::size_t i = 0; i < kFlushLines; ++i) {
-                                    dst[i * 64] = static_cast<std::byte>(i);
-                                    p.persist(dst + i * 64, 64);
-                                  }
-                                }));
-    m["drain"].push_back(time_drains(p) * 1e9 / kDrainCalls);
+    m["memcpy1"].push_back(n / meter.seconds(1, [&] { std::memcpy(dst, src, n); }));
+    m["memcpyT"].push_back(n / meter.seconds(threads, [&] {
+      pool::detail::parallel_ranges(n, threads,
+                                    [&](std::size_t off, std::size_t len) { std::memcpy(dst + off, src + off, len); });
+    }));
+    m["nt1"].push_back(n / meter.seconds(1, [&] { p.memcpy_persist(dst, src, n); }));
+    m["ntT"].push_back(n / meter.seconds(threads, [&] { p.memcpy_persist_mt(dst, src, n, threads); }));
+    m["cp+persist"].push_back(n / meter.seconds(1, [&] {
+      std::memcpy(dst, src, n);
+      p.persist(dst, n);
+    }));
+    m["persist1"].push_back(n / meter.seconds(
+                                    1, [&] { std::memset(dst, rep, n); }, [&] { p.persist(dst, n); }));
+    m["persistT"].push_back(
+        n / meter.seconds(
+                threads, [&] { std::memset(dst, rep + 1, n); }, [&] { p.persist_mt(dst, n, threads); }));
+    m["flush"].push_back(time_flush_lines(meter, p, dst, rep) * 1e9 / kFlushLines);
+    m["persist-line"].push_back(1e9 / kFlushLines * meter.seconds(1, [&] {
+      for (std::size_t i = 0; i < kFlushLines; ++i) {
+        dst[i * 64] = static_cast<std::byte>(i);
+        p.persist(dst + i * 64, 64);
+      }
+    }));
+    m["drain"].push_back(time_drains(meter, p) * 1e9 / kDrainCalls);
   }
   const double mc1 = median(m["memcpy1"]), mcT = median(m["memcpyT"]);
   const double line_copy_ns = 64 / mc1 * 1e9;  // time memcpy takes for one line's worth of bytes
@@ -221,7 +267,7 @@ Result<void> run_primitives(const BenchOptions& opt, unsigned threads, Scratch& 
 }
 
 Result<void> run_fidelity(const BenchOptions& opt, unsigned threads, Scratch& real, const std::byte* src,
-                          BenchReport& r, std::ostream* log) {
+                          BenchReport& r, Meter& meter, std::ostream* log) {
   std::vector<std::string> specs = opt.profiles;
   if (specs.empty()) {
     specs = profile_names();
@@ -254,34 +300,46 @@ Result<void> run_fidelity(const BenchOptions& opt, unsigned threads, Scratch& re
     std::vector<double> flush, drain, w1, wT, rlat, rbw;
     for (int rep = 0; rep < opt.reps; ++rep) {
       // Extra latencies are the emulated time minus the real device's time
-      // for the same calls, measured back to back.
+      // for the same calls, measured back to back; which goes first
+      // alternates so that neither always follows the other's write-backs.
+      const bool real_first = rep % 2 == 0;
+      // Each side is the best of three (undisturbed) runs.
+      auto pair = [&](auto&& run_real, auto&& run_emu) {
+        double tr = 1e300, te = 1e300;
+        for (int k = 0; k < 3; ++k) {
+          if (real_first) tr = std::min(tr, run_real());
+          te = std::min(te, run_emu());
+          if (!real_first) tr = std::min(tr, run_real());
+        }
+        return te - tr;
+      };
       if (lat) {
-        const double tr = time_flush_lines(*real.pool, rdst, rep);
-        const double te = time_flush_lines(e, edst, rep);
-        flush.push_back((te - tr) * 1e9 / kFlushLines);
+        flush.push_back(pair([&] { return time_flush_lines(meter, *real.pool, rdst, rep); },
+                             [&] { return time_flush_lines(meter, e, edst, rep); }) *
+                        1e9 / kFlushLines);
       }
       if (prof.drain_ns > 0) {
-        const double tr = time_drains(*real.pool);
-        const double te = time_drains(e);
-        drain.push_back((te - tr) * 1e9 / kDrainCalls);
+        drain.push_back(pair([&] { return time_drains(meter, *real.pool); }, [&] { return time_drains(meter, e); }) *
+                        1e9 / kDrainCalls);
       }
       if (wn > 0) {
-        // One thread, copies of 1 MiB: the bucket is crossed many times.
-        w1.push_back(wn / time_s([&] {
-                       for (std::size_t off = 0; off < wn; off += kMiB) e.memcpy_nodrain(edst + off, src + off, kMiB);
-                       e.drain();
-                     }));
-        if (threads > 1) wT.push_back(wn / time_s([&] { e.memcpy_persist_mt(edst, src, wn, threads); }));
+        // One thread, copies of kChunk: the bucket is crossed many times.
+        w1.push_back(wn / meter.seconds(1, [&] {
+          for (std::size_t off = 0; off < wn; off += kChunk) e.memcpy_nodrain(edst + off, src + off, kChunk);
+          e.drain();
+        }));
+        if (threads > 1)
+          wT.push_back(wn / meter.seconds(threads, [&] { e.memcpy_persist_mt(edst, src, wn, threads); }));
       }
       if (prof.read_ns > 0) {
-        const double tr = time_random_reads(real.pool->device());
-        const double te = time_random_reads(e.device());
-        rlat.push_back((te - tr) * 1e9 / kReadCalls);
+        rlat.push_back(pair([&] { return time_random_reads(meter, real.pool->device()); },
+                            [&] { return time_random_reads(meter, e.device()); }) *
+                       1e9 / kReadCalls);
       }
       if (rn > 0) {
-        rbw.push_back(rn / time_s([&] {
-                        for (std::size_t off = 0; off < rn; off += kMiB) e.device().read_charge(kMiB, true);
-                      }));
+        rbw.push_back(rn / meter.seconds(1, [&] {
+          for (std::size_t off = 0; off < rn; off += kChunk) e.device().read_charge(kChunk, true);
+        }));
       }
     }
     auto row = [&](const std::string& metric, double req, const std::vector<double>& v) {
@@ -354,14 +412,18 @@ Result<BenchReport> run_device_bench(const BenchOptions& in, std::ostream* log) 
 
   if (log) *log << "probing DRAM copy bandwidth\n";
   r.dram_copy_bw = measured_dram_copy_bandwidth();
+  Meter meter;
   if (opt.primitives) {
-    auto ok = run_primitives(opt, threads, real, src, r, log);
+    auto ok = run_primitives(opt, threads, real, src, r, meter, log);
     if (!ok.ok()) return std::move(ok).error();
   }
   if (opt.fidelity) {
-    auto ok = run_fidelity(opt, threads, real, src, r, log);
+    auto ok = run_fidelity(opt, threads, real, src, r, meter, log);
     if (!ok.ok()) return std::move(ok).error();
   }
+  r.samples = meter.samples_;
+  r.samples_retried = meter.retried_;
+  r.samples_disturbed = meter.disturbed_;
   return r;
 }
 
@@ -369,7 +431,9 @@ void print_report(const BenchReport& r, std::ostream& out) {
   out << "Machine: " << r.cpu_model << ", " << r.nproc << " hardware threads; " << r.date << "\n"
       << "Pool: " << r.pool_dir << " (flush mode " << r.flush_mode << ", is_pmem " << (r.is_pmem ? "yes" : "no")
       << "); buffers " << r.size / kMiB << " MiB; medians of " << r.reps << " repetitions; DRAM copy bandwidth probe "
-      << fmt("%.2f", r.dram_copy_bw / kGB) << " GB/s\n\n";
+      << fmt("%.2f", r.dram_copy_bw / kGB) << " GB/s\n"
+      << "Samples: " << r.samples << ", re-run because another process held the CPU: " << r.samples_retried
+      << ", still disturbed after " << Meter::kTries << " tries: " << r.samples_disturbed << "\n\n";
   if (!r.primitives.empty()) {
     out << "| operation (real device) | threads | median | unit | vs memcpy |\n"
         << "|---|--:|--:|---|--:|\n";
@@ -418,7 +482,9 @@ Result<void> write_report_json(const BenchReport& r, const std::string& path) {
     << ",\n  \"dram_copy_bw_bytes_per_s\": " << fmt("%.6g", r.dram_copy_bw)
     << ",\n  \"best_copy_bw_bytes_per_s\": " << fmt("%.6g", r.best_copy_bw)
     << ",\n  \"best_copy_what\": " << json_str(r.best_copy_what)
-    << ",\n  \"nt_mt_bw_bytes_per_s\": " << fmt("%.6g", r.nt_mt_bw) << ",\n  \"primitives\": [";
+    << ",\n  \"nt_mt_bw_bytes_per_s\": " << fmt("%.6g", r.nt_mt_bw) << ",\n  \"samples\": " << r.samples
+    << ",\n  \"samples_retried\": " << r.samples_retried << ",\n  \"samples_disturbed\": " << r.samples_disturbed
+    << ",\n  \"primitives\": [";
   for (std::size_t i = 0; i < r.primitives.size(); ++i) {
     const auto& p = r.primitives[i];
     o << (i ? "," : "") << "\n    {\"operation\": " << json_str(p.operation) << ", \"threads\": " << p.threads

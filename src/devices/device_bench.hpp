@@ -60,6 +60,9 @@ struct BenchReport {
   std::string best_copy_what;
   double nt_mt_bw = 0;  // multi-threaded non-temporal copy, bytes/s
   std::vector<FidelityRow> fidelity;
+  // Timed samples; those re-run because the process lacked the CPU (shared
+  // machine); those still disturbed after every retry.
+  int samples = 0, samples_retried = 0, samples_disturbed = 0;
   // True when every fidelity row is within +-10 %.
   bool fidelity_ok() const;
 };

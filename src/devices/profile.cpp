@@ -196,8 +196,9 @@ Result<Profile> parse_profile(const std::string& spec) {
       for (const auto& n : kNamed)
         if (item == n.name) found = &n;
       if (!found)
-        return bad(spec, "unknown profile name or item without '=' '" + std::string(item) + "': valid names are " +
-                             join_names() + "; numbers are given as key=value with keys " + join_keys());
+        return bad(spec, "unknown profile '" + std::string(item) +
+                             "' (an item without '=' must be a profile name): " + "valid names are " + join_names() +
+                             "; numbers are given as key=value with keys " + join_keys());
       if (index != 0) return bad(spec, "the profile name '" + std::string(item) + "' must come first");
       p = found->make();
       named = true;
