@@ -120,11 +120,12 @@ double ticks_per_ns() {
 // back to back (a pause instruction costs ~30 ns here, too coarse for a
 // 40 ns charge); longer ones pause between polls to spare the sibling
 // hyperthread. Never yields: on a busy machine a yielding thread comes back
-// late, which turns a bandwidth cap into a lower one.
-inline void spin_until(std::uint64_t deadline, std::uint64_t pause_after) noexcept {
+// late, which turns a bandwidth cap into a lower one. Returns the counter
+// value that ended the spin.
+inline std::uint64_t spin_until(std::uint64_t deadline, std::uint64_t pause_after) noexcept {
   for (;;) {
     const std::uint64_t now = tsc_now();
-    if (now >= deadline) return;
+    if (now >= deadline) return now;
 #ifdef CAIRN_HAVE_TSC
     if (deadline - now > pause_after) _mm_pause();
 #endif
@@ -136,12 +137,25 @@ inline void spin_until(std::uint64_t deadline, std::uint64_t pause_after) noexce
 // comes first: its locked add then runs inside the spin's window instead of
 // after it, where it would add to every charge by an amount that varies with
 // what the sibling hyperthread is doing.
+//
+// A spin ends at the first counter read past its deadline, up to one read
+// (~12 ns in a VM) late. Every charge of the same size starts its spin in
+// the same phase, so that lateness does not average out: it is a fixed error
+// per latency value, different for 40 ns and 200 ns. Each thread therefore
+// carries its last overrun and takes it off its next spin (error feedback);
+// overruns beyond max_carry are preemptions, not phase, and are dropped.
+thread_local std::uint64_t t_overrun = 0;
+
 inline void wait_and_count(Counters& c, std::uint64_t now, std::uint64_t deadline, std::uint64_t credit,
                            std::uint64_t pause_after, double ns_per_tick) noexcept {
   const std::uint64_t spun = deadline > now ? deadline - now : 0;
   if (spun + credit)
     c.add(c.injected_delay_ns, static_cast<std::uint64_t>(static_cast<double>(spun + credit) * ns_per_tick + 0.5));
-  if (spun) spin_until(deadline, pause_after);
+  if (spun) {
+    const std::uint64_t target = deadline - std::min(t_overrun, spun);
+    const std::uint64_t over = spin_until(target, pause_after) - target;
+    t_overrun = over <= pause_after / 10 ? over : 0;  // max_carry: 100 ns
+  }
 }
 
 std::uint64_t pause_after_ticks() { return static_cast<std::uint64_t>(1000 * ticks_per_ns()); }  // 1 us
@@ -239,7 +253,10 @@ class EmulatedDevice final : public Device {
 
   // Charges a write that started at t0 and whose real part has just been
   // issued: `lines` cache lines of latency on this thread, and `bytes`
-  // through the shared write bucket.
+  // through the shared write bucket. With a latency the device time starts
+  // when the real part has completed (t0 is not used): the latency already
+  // comes on top of the host's time, and reading the counter at entry would
+  // add its own cost to every flush.
   template <bool kLat, bool kBw>
   void charge_write(std::uint64_t t0, std::uint64_t lines, std::uint64_t bytes) {
     std::uint64_t now, lat = 0, credit = 0;
@@ -251,14 +268,15 @@ class EmulatedDevice final : public Device {
       now = tsc_now();  // a bandwidth charge counts the host's time from t0
     }
     std::uint64_t deadline = now + (lat - credit);
-    if constexpr (kBw) deadline = std::max(deadline, reserve(write_next_free_, t0, ticks(write_byte_ticks_, bytes)));
+    if constexpr (kBw)
+      deadline = std::max(deadline, reserve(write_next_free_, kLat ? now : t0, ticks(write_byte_ticks_, bytes)));
     wait_and_count(counters(), now, deadline, credit, pause_after_, ns_per_tick_);
   }
 
   template <bool kLat, bool kBw>
   static void flush_impl(void* ctx, const void* addr, std::size_t len) {
     auto& d = self(ctx);
-    const std::uint64_t t0 = kBw ? tsc_now() : 0;
+    const std::uint64_t t0 = kBw && !kLat ? tsc_now() : 0;
     d.inner_ops_.flush(d.inner_ctx_, addr, len);
     if constexpr (kLat || kBw) {
       const std::uint64_t lines = lines_spanned(addr, len);
@@ -356,9 +374,12 @@ class EmulatedDevice final : public Device {
 Overheads measure_overheads() {
   const double tpn = ticks_per_ns();
   constexpr double kLatNs = 200;
-  constexpr int kTrials = 9;
+  constexpr int kTrials = 15;
   const double cap = 100 * tpn;
   Overheads o;
+  // Warm up first: a core that has idled runs the first microseconds of a
+  // burst slower, which would read as machinery cost.
+  spin_until(tsc_now() + static_cast<std::uint64_t>(2e6 * tpn), ~std::uint64_t{0});
 
   Profile rp;
   rp.name = "calibration";
