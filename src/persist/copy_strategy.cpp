@@ -1,18 +1,186 @@
-// copy_strategy.cpp — DRAM working set, two NVM slots, version word.
+// copy_strategy.cpp — DRAM working set, two NVM slots, version word; and the
+// page write tracking behind incremental commit.
 #include "persist/copy_strategy.hpp"
 
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 namespace cairn::persist::detail {
 
 std::byte* alloc_dram(std::size_t bytes) {
+  // A region larger than physical memory can never be a working set; refuse it
+  // here rather than let the allocator (or a sanitizer's) abort or overcommit.
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 && bytes > static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)) return nullptr;
   void* p = nullptr;
   if (posix_memalign(&p, 4096, (bytes + 4095) / 4096 * 4096) != 0) return nullptr;
   std::memset(p, 0, bytes);
   return static_cast<std::byte*>(p);
 }
 void free_dram(std::byte* p) { std::free(p); }
+
+// ---- write tracking (incremental commit) ----
+
+namespace {
+
+constexpr std::size_t kPage = 4096;
+
+// The ranges under write protection, read by the SIGSEGV handler without
+// locks: an entry is live while `begin` is non-zero; `bits` and `end` are set
+// before `begin` is published.
+struct TrackedRange {
+  std::atomic<std::uintptr_t> begin{0};
+  std::atomic<std::uintptr_t> end{0};
+  std::atomic<std::atomic<std::uint64_t>*> bits{nullptr};
+  std::atomic<bool> overflow{false};  // tracking stopped: treat all as written
+};
+constexpr std::size_t kMaxTracked = 512;
+TrackedRange g_tracked[kMaxTracked];
+std::mutex g_tracked_mu;  // registration only, never in the handler
+struct sigaction g_previous {};
+bool g_handler_installed = false;
+
+void on_segv(int sig, siginfo_t* info, void* uctx) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  if (info->si_code == SEGV_ACCERR) {
+    for (auto& r : g_tracked) {
+      const std::uintptr_t b = r.begin.load(std::memory_order_acquire);
+      const std::uintptr_t e = r.end.load(std::memory_order_relaxed);
+      if (b == 0 || addr < b || addr >= e) continue;
+      const std::size_t page = (addr - b) / kPage;
+      r.bits.load(std::memory_order_relaxed)[page / 64].fetch_or(std::uint64_t{1} << (page % 64),
+                                                                 std::memory_order_relaxed);
+      if (::mprotect(reinterpret_cast<void*>(b + page * kPage), kPage, PROT_READ | PROT_WRITE) == 0) return;
+      // Each unprotected page can split a mapping; at the kernel's limit stop
+      // tracking this range until the next commit (it is copied whole).
+      r.overflow.store(true, std::memory_order_relaxed);
+      if (::mprotect(reinterpret_cast<void*>(b), e - b, PROT_READ | PROT_WRITE) == 0) return;
+      break;
+    }
+  }
+  // Not a write to a tracked page: whatever would have happened without us.
+  if (g_previous.sa_flags & SA_SIGINFO) {
+    if (g_previous.sa_sigaction != nullptr) g_previous.sa_sigaction(sig, info, uctx);
+    return;
+  }
+  if (g_previous.sa_handler == SIG_DFL || g_previous.sa_handler == SIG_IGN) {
+    // Restore the default action; the faulting instruction runs again and the
+    // process dies of it as it would have.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    ::sigaction(SIGSEGV, &dfl, nullptr);
+    return;
+  }
+  g_previous.sa_handler(sig);
+}
+
+bool install_handler() {
+  // Called with g_tracked_mu held.
+  if (g_handler_installed) return true;
+  struct sigaction sa {};
+  sa.sa_sigaction = on_segv;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (::sigaction(SIGSEGV, &sa, &g_previous) != 0) return false;
+  g_handler_installed = true;
+  return true;
+}
+
+}  // namespace
+
+// Records which pages of one buffer are written, per commit interval.
+class PageTracker {
+ public:
+  static std::unique_ptr<PageTracker> start(std::byte* base, std::size_t tracked_bytes) {
+    const std::size_t pages = tracked_bytes / kPage;
+    if (pages == 0 || reinterpret_cast<std::uintptr_t>(base) % kPage != 0) return nullptr;
+    std::unique_ptr<PageTracker> t(new PageTracker(base, pages));
+    std::lock_guard lk(g_tracked_mu);
+    if (!install_handler()) return nullptr;
+    for (auto& r : g_tracked) {
+      if (r.begin.load() != 0 || r.bits.load() != nullptr) continue;
+      t->range_ = &r;
+      r.bits.store(t->cur_.get());
+      r.end.store(reinterpret_cast<std::uintptr_t>(base) + pages * kPage);
+      r.overflow.store(false);
+      r.begin.store(reinterpret_cast<std::uintptr_t>(base), std::memory_order_release);
+      break;
+    }
+    if (t->range_ == nullptr) return nullptr;  // table full: copy this buffer whole
+    t->protect();
+    return t;
+  }
+
+  ~PageTracker() {
+    ::mprotect(base_, pages_ * kPage, PROT_READ | PROT_WRITE);
+    std::lock_guard lk(g_tracked_mu);
+    range_->begin.store(0, std::memory_order_release);
+    range_->end.store(0);
+    range_->bits.store(nullptr);
+  }
+  PageTracker(const PageTracker&) = delete;
+  PageTracker& operator=(const PageTracker&) = delete;
+
+  std::size_t pages() const { return pages_; }
+  // Written in the current interval (and, with_previous, the one before).
+  bool dirty(std::size_t page, bool with_previous) const {
+    const std::uint64_t bit = std::uint64_t{1} << (page % 64);
+    return (cur_[page / 64].load(std::memory_order_relaxed) & bit) != 0 ||
+           (with_previous && (prev_[page / 64] & bit) != 0);
+  }
+  bool overflowed(bool with_previous) const {
+    return range_->overflow.load(std::memory_order_relaxed) || (with_previous && prev_overflow_);
+  }
+  // A commit ends the interval: its pages become the previous set, a new
+  // empty set starts and the buffer is write-protected again.
+  void rotate() {
+    for (std::size_t w = 0; w < words_; ++w) prev_[w] = cur_[w].exchange(0, std::memory_order_relaxed);
+    prev_overflow_ = range_->overflow.exchange(false, std::memory_order_relaxed);
+    protect();
+  }
+  // Writable without recording (a restore copies into all of it).
+  void suspend() { ::mprotect(base_, pages_ * kPage, PROT_READ | PROT_WRITE); }
+  // After a restore: nothing written since, the interval before unknown.
+  void reset() {
+    for (std::size_t w = 0; w < words_; ++w) cur_[w].store(0, std::memory_order_relaxed);
+    prev_overflow_ = true;
+    range_->overflow.store(false, std::memory_order_relaxed);
+    protect();
+  }
+
+ private:
+  PageTracker(std::byte* base, std::size_t pages)
+      : base_(base),
+        pages_(pages),
+        words_((pages + 63) / 64),
+        cur_(new std::atomic<std::uint64_t>[words_]),
+        prev_(words_, 0) {
+    for (std::size_t w = 0; w < words_; ++w) cur_[w].store(0, std::memory_order_relaxed);
+  }
+  void protect() {
+    // If this fails, writes go unseen: the interval counts as all written.
+    if (::mprotect(base_, pages_ * kPage, PROT_READ) != 0) range_->overflow.store(true, std::memory_order_relaxed);
+  }
+
+  std::byte* base_;
+  std::size_t pages_, words_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> cur_;
+  std::vector<std::uint64_t> prev_;
+  bool prev_overflow_ = true;  // nothing known before the first commit
+  TrackedRange* range_ = nullptr;
+};
+
+// ---- the strategy ----
+
+CopyStrategy::CopyStrategy() = default;
+CopyStrategy::~CopyStrategy() = default;
 
 Result<void> CopyStrategy::open(Layout& layout, const Options& options) {
   threads_ = options.threads;
@@ -33,7 +201,29 @@ Result<void> CopyStrategy::open(Layout& layout, const Options& options) {
   auto s = SlotStore::open_or_create(options, layout, name());
   if (!s.ok()) return std::move(s).error();
   store_ = std::move(s.value());
+  incremental_ = options.incremental;
+  if (incremental_) start_tracking(layout);
   return {};
+}
+
+void CopyStrategy::start_tracking(Layout& layout) {
+  trackers_.resize(layout.entries.size());
+  for (int k = 0; k < 2; ++k) slot_buffer_[k].assign(layout.entries.size(), -1);
+  for (std::size_t i = 0; i < layout.entries.size(); ++i) {
+    Entry& e = layout.entries[i];
+    if (e.dual) {
+      // Cairn's buffers are padded to whole pages: track all of them.
+      for (int b = 0; b < 2; ++b)
+        trackers_[i][b] = PageTracker::start(static_cast<std::byte*>(detail_access::buf(*e.pair, b)),
+                                             (e.bytes + kPage - 1) / kPage * kPage);
+    } else if (!detail_access::user_memory(*e.plain)) {
+      trackers_[i][0] =
+          PageTracker::start(static_cast<std::byte*>(e.plain->data()), (e.bytes + kPage - 1) / kPage * kPage);
+    } else {
+      // Application memory: whole pages only, never beyond the region.
+      trackers_[i][0] = PageTracker::start(static_cast<std::byte*>(e.plain->data()), e.bytes / kPage * kPage);
+    }
+  }
 }
 
 std::optional<std::uint64_t> CopyStrategy::committed() const { return store_->committed(); }
@@ -42,13 +232,75 @@ Result<void> CopyStrategy::restore(Layout& layout) {
   if (auto r = store_->check_layout(); !r.ok()) return r;
   const int k = store_->committed_slot();
   pool::Pool& pool = store_->pool();
+  for (auto& t : trackers_)
+    for (auto& b : t)
+      if (b) b->suspend();
   for (std::size_t i = 0; i < layout.entries.size(); ++i) {
     const Entry& e = layout.entries[i];
     pool.device().read_charge(e.bytes, true);
     std::memcpy(e.latest(), store_->slot(i, k), e.bytes);
     bytes_copied += e.bytes;
   }
+  if (incremental_) {
+    // The working set equals slot k now; nothing is known about the other.
+    // Tracking resumes before the pointers are relocated, so the pages they
+    // live in count as written (the slot holds their old values).
+    ++event_;
+    slot_event_[k] = event_;
+    slot_event_[1 - k] = kUnknown;
+    for (std::size_t i = 0; i < layout.entries.size(); ++i) {
+      const Entry& e = layout.entries[i];
+      slot_buffer_[k][i] = e.dual ? detail_access::read_index(*e.pair) : 0;
+      slot_buffer_[1 - k][i] = -1;
+    }
+    for (auto& t : trackers_)
+      for (auto& b : t)
+        if (b) b->reset();
+  }
   return layout.apply_pointers(store_->read_pointers(k));
+}
+
+void CopyStrategy::copy_entry(const Layout& layout, std::size_t i, int k) {
+  const Entry& e = layout.entries[i];
+  pool::Pool& pool = store_->pool();
+  std::byte* dst = store_->slot(i, k);
+  const auto* src = static_cast<const std::byte*>(e.latest());
+  const int buffer = e.dual ? detail_access::read_index(*e.pair) : 0;
+  const PageTracker* t = incremental_ ? trackers_[i][buffer].get() : nullptr;
+  // Slot k holds this buffer as it was at event slot_event_[k]: the pages
+  // written since are those of the current interval, plus the previous one if
+  // that event was the commit before last.
+  const std::uint64_t since = slot_event_[k];
+  const bool known =
+      t != nullptr && since != kUnknown && (since == event_ || since + 1 == event_) && slot_buffer_[k][i] == buffer;
+  const bool with_previous = known && since + 1 == event_;
+  if (!known || t->overflowed(with_previous)) {
+    copy_out(pool, dst, src, e.bytes);
+    bytes_copied += e.bytes;
+    return;
+  }
+  std::size_t copied = 0;
+  const std::size_t pages = t->pages();
+  for (std::size_t p = 0; p < pages;) {
+    if (!t->dirty(p, with_previous)) {
+      ++p;
+      continue;
+    }
+    std::size_t q = p + 1;
+    while (q < pages && t->dirty(q, with_previous)) ++q;
+    const std::size_t off = p * kPage, end = std::min(q * kPage, e.bytes);
+    copy_out(pool, dst + off, src + off, end - off);
+    copied += end - off;
+    p = q;
+  }
+  // Application memory ending inside a page: the untracked tail, always.
+  const std::size_t tracked = std::min(pages * kPage, e.bytes);
+  if (tracked < e.bytes) {
+    copy_out(pool, dst + tracked, src + tracked, e.bytes - tracked);
+    copied += e.bytes - tracked;
+  }
+  bytes_copied += copied;
+  incremental_bytes_saved += e.bytes - copied;
 }
 
 Result<void> CopyStrategy::commit(Layout& layout, std::uint64_t version) {
@@ -58,14 +310,20 @@ Result<void> CopyStrategy::commit(Layout& layout, std::uint64_t version) {
   if (auto r = layout.capture_pointers(ptrs); !r.ok()) return r;
   // Write into the slot the committed version does not use.
   const int k = store_->committed() ? 1 - store_->committed_slot() : 0;
-  pool::Pool& pool = store_->pool();
-  for (std::size_t i = 0; i < layout.entries.size(); ++i) {
-    const Entry& e = layout.entries[i];
-    copy_out(pool, store_->slot(i, k), static_cast<const std::byte*>(e.latest()), e.bytes);
-    bytes_copied += e.bytes;
-  }
+  for (std::size_t i = 0; i < layout.entries.size(); ++i) copy_entry(layout, i, k);
   store_->write_pointers_nodrain(k, ptrs);
   store_->publish(version, k);
+  if (incremental_) {
+    // Slot k now equals the working set; a new write interval starts.
+    slot_event_[k] = ++event_;
+    for (std::size_t i = 0; i < layout.entries.size(); ++i) {
+      const Entry& e = layout.entries[i];
+      slot_buffer_[k][i] = e.dual ? detail_access::read_index(*e.pair) : 0;
+    }
+    for (auto& t : trackers_)
+      for (auto& b : t)
+        if (b) b->rotate();
+  }
   return {};
 }
 

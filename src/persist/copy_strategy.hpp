@@ -7,8 +7,27 @@
 // crash at any point leaves either version v-1 or v, whole.
 // Restore: copy the committed slot back into the working buffers, relocate
 // pointers. O(data): these are the baselines the NVM-resident strategies beat.
+//
+// Incremental commit (Options::incremental): only the pages written since the
+// slot being overwritten was last written are copied. The slot a commit
+// writes holds version v-2, so that is the union of the pages dirtied in the
+// last two commit intervals, not just the last one. Writes are tracked per
+// 4 KiB page by write protection: after each commit the buffers are made
+// read-only, the first write to a page faults, a SIGSEGV handler records the
+// page and makes it writable again (so each page costs one fault per commit
+// interval, a few microseconds). Soft-dirty bits would avoid the signal, but
+// kernels built without CONFIG_MEM_SOFT_DIRTY (common in VMs) never set them.
+// Qualify: cairn-owned buffers, and application memory whose base is page
+// aligned (its partial last page is always copied). Anything else, the first
+// two commits after open or restore, and an interval in which tracking had to
+// stop (the kernel's limit on mappings was reached) fall back to full copies.
+// Caveats while incremental is on: the kernel cannot write into protected
+// pages on the application's behalf — read(2), recv(2) and the like into a
+// region fail with EFAULT, so fill regions with user-space copies; and an
+// application SIGSEGV handler installed later must chain to the previous one.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -17,8 +36,12 @@
 
 namespace cairn::persist::detail {
 
+class PageTracker;  // write tracking of one DRAM buffer (copy_strategy.cpp)
+
 class CopyStrategy : public Strategy {
  public:
+  CopyStrategy();
+  ~CopyStrategy() override;
   bool working_set_in_dram() const override { return true; }
   Result<void> open(Layout& layout, const Options& options) override;
   std::optional<std::uint64_t> committed() const override;
@@ -33,11 +56,27 @@ class CopyStrategy : public Strategy {
   unsigned threads_ = 0;
 
  private:
+  static constexpr std::uint64_t kUnknown = ~std::uint64_t{0};
+  void start_tracking(Layout& layout);
+  // Copies entry i's latest buffer into slot k: whole, or only the pages
+  // written since slot k was last written when that is known.
+  void copy_entry(const Layout& layout, std::size_t i, int k);
+
   std::unique_ptr<SlotStore> store_;
   std::vector<std::unique_ptr<std::byte[], void (*)(std::byte*)>> owned_;
+  // Incremental commit. Declared after owned_: trackers release their
+  // protection before the buffers are freed.
+  bool incremental_ = false;
+  std::vector<std::array<std::unique_ptr<PageTracker>, 2>> trackers_;  // per entry, per buffer
+  // Commits and restores so far; slot k equals the working set as it was at
+  // event slot_event_[k] (kUnknown: not known, copy it whole).
+  std::uint64_t event_ = 0;
+  std::uint64_t slot_event_[2] = {kUnknown, kUnknown};
+  std::vector<int> slot_buffer_[2];  // per entry: the buffer (dual: 0/1) slot k was copied from
 };
 
-// Page-aligned DRAM for cairn-owned regions.
+// Page-aligned, zeroed DRAM for cairn-owned regions; null if it cannot be had
+// (including sizes beyond the machine's physical memory).
 std::byte* alloc_dram(std::size_t bytes);
 void free_dram(std::byte* p);
 

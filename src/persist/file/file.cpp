@@ -1,6 +1,590 @@
-// file.cpp — placeholder until this strategy lands (being written).
+// file.cpp — `file`: checkpoint through file I/O (seed 001 §3.2.3). The working
+// set is in DRAM; each commit writes one self-describing checkpoint file into
+// Options::dir, which may be a DAX mount, tmpfs or a disk.
+//
+// File <dir>/<name>.<version>.ckpt, integers little-endian, fixed width:
+//
+//   CkptHeader            magic, format, version, layout hash, counts, offsets,
+//                         the body checksum and a checksum of the header
+//   RegionDesc[n]         the registration layout (names, sizes, kinds)
+//   PointerRecord[p]      where each registered pointer pointed at commit
+//   (zero padding to 4 KiB)
+//   region data           each region at a 4 KiB aligned offset, in order
+//
+// The body checksum covers descriptors, pointer table and all region data; it
+// is computed over 1 MiB blocks in parallel (one 64-bit hash per block,
+// folded in order), so checking a checkpoint costs about one read of it.
+// file_bytes in the header catches truncation before the checksum is needed.
+//
+// Commit v (durability order; the rename is the commit point):
+//   1. write <name>.<v>.ckpt.tmp with large pwrite calls, fsync it;
+//   2. rename it to <name>.<v>.ckpt (atomic), fsync the directory — from here
+//      on version v survives a crash; before, the previous checkpoint stands;
+//   3. delete checkpoints other than v and the previous one (kept as the
+//      fallback should v later turn out damaged: media errors, truncation by
+//      a full disk elsewhere, an operator's mistake).
+// Open: stale *.ckpt.tmp files (a crash in step 1) are removed; checkpoints
+// are checked newest first and the newest whose header, size and checksum
+// verify is the committed version. Skipped ones are recorded in warnings()
+// (and printed once to stderr, as the user would otherwise never know).
+// One process writes a given <dir>/<name> at a time.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "persist/copy_strategy.hpp"
 #include "persist/strategy.hpp"
+#include "pool/thread_pool.hpp"
 
 namespace cairn::persist::detail {
-std::unique_ptr<Strategy> make_file() { return nullptr; }
+namespace {
+
+constexpr std::uint64_t kCkptMagic = 0x54504b434e524941ULL;  // "AIRNCKPT"
+constexpr std::uint32_t kCkptFormat = 1;
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kBlock = 1u << 20;    // checksum block
+constexpr std::size_t kIoChunk = 1u << 30;  // largest single pread/pwrite
+constexpr std::uint64_t kMaxCount = 1u << 20;
+
+struct CkptHeader {
+  std::uint64_t magic;
+  std::uint32_t format;
+  std::uint32_t header_bytes;
+  std::uint64_t version;
+  std::uint64_t layout_hash;
+  std::uint64_t region_count;
+  std::uint64_t pointer_count;
+  std::uint64_t data_offset;  // first region's data, page aligned
+  std::uint64_t file_bytes;   // size of the complete file
+  std::uint64_t block_bytes;  // checksum block size
+  std::uint64_t body_checksum;
+  std::uint64_t header_checksum;  // over everything above
+};
+static_assert(sizeof(CkptHeader) == 88);
+static_assert(offsetof(CkptHeader, magic) == 0);
+static_assert(offsetof(CkptHeader, format) == 8);
+static_assert(offsetof(CkptHeader, header_checksum) == 80);
+
+std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+// ---- checksum ----
+
+std::uint64_t rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+std::uint64_t load64(const std::byte* p) {
+  std::uint64_t w;
+  std::memcpy(&w, p, 8);
+  return w;
+}
+std::uint64_t avalanche(std::uint64_t h) {
+  h ^= h >> 31;
+  h *= 0xD6E8FEB86659FD93ULL;
+  h ^= h >> 29;
+  h *= 0x9E3779B97F4A7C15ULL;
+  return h ^ (h >> 32);
+}
+
+// A 64-bit hash for detecting corruption (not an adversary): four independent
+// lanes over 32-byte stripes so the multiplications overlap; every step of a
+// lane is a bijection, so changing any one word changes the result.
+std::uint64_t block_hash(const std::byte* p, std::size_t n, std::uint64_t seed) {
+  constexpr std::uint64_t kA = 0xA0761D6478BD642FULL, kB = 0xE7037ED1A0B428DBULL;
+  std::uint64_t l[4] = {seed ^ kA, seed + kB, rotl(seed, 17) ^ kB, ~seed};
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; ++k) l[k] = rotl(l[k] + load64(p + i + 8 * k) * kB, 29) * kA;
+  std::uint64_t h = rotl(l[0], 1) + rotl(l[1], 7) + rotl(l[2], 12) + rotl(l[3], 18) + n;
+  for (; i + 8 <= n; i += 8) h = rotl(h ^ (load64(p + i) * kB), 27) * kA;
+  for (; i < n; ++i) h = rotl(h ^ (static_cast<std::uint64_t>(p[i]) * kA), 11) * kB;
+  return avalanche(h);
+}
+
+// Folds one block hash into the running body checksum (order matters).
+std::uint64_t fold(std::uint64_t acc, std::uint64_t block) { return avalanche(acc ^ block) + 0x9E3779B97F4A7C15ULL; }
+
+std::uint64_t header_checksum(const CkptHeader& h) {
+  return block_hash(reinterpret_cast<const std::byte*>(&h), offsetof(CkptHeader, header_checksum), kCkptMagic);
+}
+
+// Runs fn(i) for every i in [0, n) on up to `threads` threads, joined before
+// returning. Threads of its own rather than the pool's persistent workers: a
+// process that forks after a restore leaves no worker state to its child.
+void parallel_for(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& fn) {
+  if (threads == 0) threads = pool::detail::default_threads();
+  const std::size_t t = std::min<std::size_t>(threads, n);
+  if (t <= 1) {
+    for (std::size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(i);
+  };
+  std::vector<std::thread> helpers;
+  for (std::size_t k = 1; k < t; ++k) helpers.emplace_back(work);
+  work();
+  for (auto& h : helpers) h.join();
+}
+
+// Hashes data in kBlock blocks (in parallel) and folds them into acc. The
+// seed of each block mixes the region and block index, so blocks swapped in
+// place are detected.
+std::uint64_t hash_blocks(std::uint64_t acc, const std::byte* data, std::size_t n, std::uint64_t region,
+                          std::uint64_t first_block, unsigned threads) {
+  const std::size_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<std::uint64_t> h(blocks);
+  parallel_for(blocks, threads, [&](std::size_t b) {
+    const std::size_t off = b * kBlock;
+    h[b] = block_hash(data + off, std::min(kBlock, n - off), (region << 40) ^ (first_block + b));
+  });
+  for (auto x : h) acc = fold(acc, x);
+  return acc;
+}
+
+// ---- file helpers ----
+
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f = -1) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+Error io_error(const std::string& path, const char* what, int err) {
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return make_error(Errc::not_found, path + ": " + what + ": " + std::strerror(err) +
+                                             "; set Options::dir (or CAIRN_POOL_DIR) to an existing directory");
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return make_error(Errc::permission_denied, path + ": " + what + ": " + std::strerror(err) +
+                                                     "; checkpoints need a directory the process can write");
+    case ENOSPC:
+    case EFBIG:
+    case EDQUOT:
+      return make_error(Errc::device_full,
+                        path + ": " + what + ": " + std::strerror(err) + "; free space or choose another directory");
+    default: return make_error(Errc::io_error, path + ": " + what + " failed: " + std::strerror(err));
+  }
+}
+
+// Writes all of [p, p+n) at off, in calls of at most kIoChunk; 0 or errno.
+int pwrite_all(int fd, const void* p, std::size_t n, std::uint64_t off, std::uint64_t& calls) {
+  auto* b = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t w = ::pwrite(fd, b, std::min(n, kIoChunk), static_cast<off_t>(off));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? errno : EIO;
+    ++calls;
+    b += w;
+    n -= static_cast<std::size_t>(w);
+    off += static_cast<std::uint64_t>(w);
+  }
+  return 0;
+}
+
+// Reads exactly n bytes at off; 0, errno, or -1 at end of file.
+int pread_all(int fd, void* p, std::size_t n, std::uint64_t off) {
+  auto* b = static_cast<char*>(p);
+  while (n > 0) {
+    ssize_t r = ::pread(fd, b, std::min(n, kIoChunk), static_cast<off_t>(off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return errno;
+    if (r == 0) return -1;
+    b += r;
+    n -= static_cast<std::size_t>(r);
+    off += static_cast<std::uint64_t>(r);
+  }
+  return 0;
+}
+
+// What a checkpoint file holds, once its header and metadata check out.
+struct Meta {
+  CkptHeader h{};
+  std::vector<RegionDesc> descs;
+  std::vector<PointerRecord> pointers;
+  std::vector<std::uint64_t> region_offset;  // file offsets of region data
+};
+
+std::size_t meta_bytes(std::uint64_t regions, std::uint64_t pointers) {
+  return sizeof(CkptHeader) + regions * sizeof(RegionDesc) + pointers * sizeof(PointerRecord);
+}
+
+// Region data offsets as the writer places them: page aligned, in order.
+std::vector<std::uint64_t> place(const std::vector<std::uint64_t>& sizes, std::uint64_t data_offset,
+                                 std::uint64_t& end) {
+  std::vector<std::uint64_t> out;
+  std::uint64_t off = data_offset;
+  end = data_offset;
+  for (auto s : sizes) {
+    out.push_back(off);
+    end = off + s;
+    off = round_up(off + s, kPage);
+  }
+  return out;
+}
+
+class FileCheckpoint final : public Strategy {
+ public:
+  ~FileCheckpoint() override {
+    if (dir_fd_ >= 0) ::close(dir_fd_);
+  }
+  std::string name() const override { return "file"; }
+  bool working_set_in_dram() const override { return true; }
+  Result<void> open(Layout& layout, const Options& options) override;
+  std::optional<std::uint64_t> committed() const override { return committed_; }
+  Result<void> restore(Layout& layout) override;
+  Result<void> commit(Layout& layout, std::uint64_t version) override;
+  devices::Stats device_stats() const override { return io_; }
+
+  // Checkpoints that were skipped because they failed to verify, one line each.
+  const std::string& warnings() const { return warnings_; }
+
+ private:
+  std::string path_of(std::uint64_t v) const { return dir_ + "/" + name_ + "." + std::to_string(v) + ".ckpt"; }
+  // Versions of <name>.<v>.ckpt files in the directory, newest first.
+  std::vector<std::uint64_t> list_versions(bool remove_stale_tmp);
+  // Reads and checks header and metadata of a checkpoint.
+  Result<Meta> read_meta(int fd, const std::string& path, std::uint64_t want_version) const;
+  // Checks the body checksum by streaming the data through a bounce buffer.
+  Result<void> verify_body(int fd, const std::string& path, const Meta& m) const;
+  // Finds the newest checkpoint that verifies; records those skipped.
+  Result<void> scan();
+  void warn(const std::string& line);
+
+  std::string dir_, name_;
+  int dir_fd_ = -1;
+  unsigned threads_ = 0;
+  std::optional<std::uint64_t> committed_;
+  // Layout of the committed checkpoint, compared with the registered one at
+  // restore and commit (pointers may be registered after open).
+  std::vector<RegionDesc> stored_descs_;
+  std::uint64_t stored_pointers_ = 0, stored_hash_ = 0;
+  Result<void> check_layout(const Layout& layout) const {
+    if (!committed_) return {};
+    return layout.check_same(stored_descs_, stored_pointers_, stored_hash_);
+  }
+  std::string warnings_;
+  devices::Stats io_;
+  std::vector<std::unique_ptr<std::byte[], void (*)(std::byte*)>> owned_;
+};
+
+void FileCheckpoint::warn(const std::string& line) {
+  warnings_ += line + "\n";
+  std::fprintf(stderr, "cairn: %s\n", line.c_str());
+}
+
+std::vector<std::uint64_t> FileCheckpoint::list_versions(bool remove_stale_tmp) {
+  namespace fs = std::filesystem;
+  std::vector<std::uint64_t> out;
+  const std::string prefix = name_ + ".";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string f = it->path().filename().string();
+    if (f.rfind(prefix, 0) != 0) continue;
+    std::string rest = f.substr(prefix.size());
+    bool tmp = false;
+    if (rest.size() > 9 && rest.compare(rest.size() - 9, 9, ".ckpt.tmp") == 0) {
+      tmp = true;
+      rest.resize(rest.size() - 9);
+    } else if (rest.size() > 5 && rest.compare(rest.size() - 5, 5, ".ckpt") == 0) {
+      rest.resize(rest.size() - 5);
+    } else {
+      continue;
+    }
+    if (rest.empty() || rest.size() > 19 ||
+        !std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    if (tmp) {
+      // A checkpoint that never reached its rename: never a committed version.
+      if (remove_stale_tmp) ::unlink(it->path().c_str());
+      continue;
+    }
+    out.push_back(std::stoull(rest));
+  }
+  std::sort(out.rbegin(), out.rend());
+  return out;
+}
+
+Result<Meta> FileCheckpoint::read_meta(int fd, const std::string& path, std::uint64_t want_version) const {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return io_error(path, "fstat", errno);
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  Meta m;
+  if (size < sizeof(std::uint64_t))
+    return make_error(Errc::truncated, path + " is " + std::to_string(size) + " bytes long: truncated");
+  int r = pread_all(fd, &m.h, std::min<std::uint64_t>(size, sizeof m.h), 0);
+  if (r > 0) return io_error(path, "read", r);
+  if (m.h.magic != kCkptMagic) return make_error(Errc::foreign_file, path + " is not a cairn checkpoint (bad magic)");
+  if (size < sizeof m.h) return make_error(Errc::truncated, path + " ends inside its header: truncated");
+  if (m.h.header_checksum != header_checksum(m.h))
+    return make_error(Errc::corrupted, path + ": the checkpoint header is damaged (checksum mismatch)");
+  if (m.h.format != kCkptFormat)
+    return make_error(Errc::wrong_version, path + ": checkpoint format " + std::to_string(m.h.format) +
+                                               ", this cairn reads " + std::to_string(kCkptFormat));
+  if (m.h.version != want_version)
+    return make_error(Errc::corrupted, path + " holds version " + std::to_string(m.h.version) + ", not the " +
+                                           std::to_string(want_version) + " its name says");
+  if (size < m.h.file_bytes)
+    return make_error(Errc::truncated, path + " is " + std::to_string(size) + " bytes, its header says " +
+                                           std::to_string(m.h.file_bytes) + ": truncated");
+  if (size > m.h.file_bytes || m.h.region_count > kMaxCount || m.h.pointer_count > kMaxCount ||
+      m.h.block_bytes != kBlock || m.h.header_bytes != sizeof(CkptHeader) ||
+      m.h.data_offset != round_up(meta_bytes(m.h.region_count, m.h.pointer_count), kPage))
+    return make_error(Errc::corrupted, path + ": checkpoint geometry is inconsistent");
+  m.descs.resize(m.h.region_count);
+  m.pointers.resize(m.h.pointer_count);
+  if (!m.descs.empty()) r = pread_all(fd, m.descs.data(), m.descs.size() * sizeof(RegionDesc), sizeof(CkptHeader));
+  if (r == 0 && !m.pointers.empty())
+    r = pread_all(fd, m.pointers.data(), m.pointers.size() * sizeof(PointerRecord),
+                  sizeof(CkptHeader) + m.descs.size() * sizeof(RegionDesc));
+  if (r != 0) return r > 0 ? io_error(path, "read", r) : make_error(Errc::truncated, path + ": truncated");
+  std::vector<std::uint64_t> sizes;
+  for (const auto& d : m.descs) sizes.push_back(d.bytes);
+  std::uint64_t end = 0;
+  m.region_offset = place(sizes, m.h.data_offset, end);
+  if (end != m.h.file_bytes) return make_error(Errc::corrupted, path + ": region sizes disagree with the file size");
+  return m;
+}
+
+// The body checksum: metadata block first, then each region's blocks.
+std::uint64_t meta_hash(const Meta& m) {
+  std::uint64_t acc = kCkptMagic ^ m.h.version;
+  if (!m.descs.empty())
+    acc = fold(acc,
+               block_hash(reinterpret_cast<const std::byte*>(m.descs.data()), m.descs.size() * sizeof(RegionDesc), 1));
+  if (!m.pointers.empty())
+    acc = fold(acc, block_hash(reinterpret_cast<const std::byte*>(m.pointers.data()),
+                               m.pointers.size() * sizeof(PointerRecord), 2));
+  return acc;
+}
+
+Result<void> FileCheckpoint::verify_body(int fd, const std::string& path, const Meta& m) const {
+  constexpr std::size_t kBounce = 16 * kBlock;
+  std::unique_ptr<std::byte[], void (*)(std::byte*)> buf(nullptr, free_dram);
+  std::uint64_t acc = meta_hash(m);
+  for (std::size_t i = 0; i < m.descs.size(); ++i) {
+    const std::uint64_t bytes = m.descs[i].bytes;
+    if (!buf && bytes > 0) {
+      buf.reset(alloc_dram(std::min<std::uint64_t>(kBounce, round_up(bytes, kBlock))));
+      if (!buf) return make_error(Errc::out_of_space, "no memory to check " + path);
+    }
+    for (std::uint64_t off = 0; off < bytes; off += kBounce) {
+      const std::size_t n = std::min<std::uint64_t>(kBounce, bytes - off);
+      int r = pread_all(fd, buf.get(), n, m.region_offset[i] + off);
+      if (r != 0) return r > 0 ? io_error(path, "read", r) : make_error(Errc::truncated, path + ": truncated");
+      acc = hash_blocks(acc, buf.get(), n, i, off / kBlock, threads_);
+    }
+  }
+  if (acc != m.h.body_checksum)
+    return make_error(Errc::corrupted, path + ": checkpoint data is damaged (checksum mismatch)");
+  return {};
+}
+
+Result<void> FileCheckpoint::scan() {
+  committed_.reset();
+  Error newest_error;
+  for (std::uint64_t v : list_versions(true)) {
+    const std::string path = path_of(v);
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    Result<void> ok;
+    Meta m;
+    if (fd.fd < 0) {
+      ok = io_error(path, "open", errno);
+    } else if (auto meta = read_meta(fd.fd, path, v); !meta.ok()) {
+      ok = std::move(meta).error();
+    } else {
+      m = std::move(meta.value());
+      ok = verify_body(fd.fd, path, m);
+    }
+    if (ok.ok()) {
+      committed_ = v;
+      stored_descs_ = std::move(m.descs);
+      stored_pointers_ = m.h.pointer_count;
+      stored_hash_ = m.h.layout_hash;
+      return {};
+    }
+    if (newest_error.code == Errc::ok) newest_error = ok.error();
+    warn("skipping checkpoint version " + std::to_string(v) + ": " + ok.error().message);
+  }
+  if (newest_error.code != Errc::ok) {
+    newest_error.message += "; no checkpoint of '" + name_ + "' in " + dir_ +
+                            " verifies. Move the damaged files away to start from scratch";
+    return newest_error;
+  }
+  return {};  // nothing committed yet
+}
+
+Result<void> FileCheckpoint::open(Layout& layout, const Options& options) {
+  if (options.hdf5)
+    return make_error(Errc::unsupported, "this cairn was built without HDF5; unset Options::hdf5 (hdf5 = false)");
+  dir_ = options.dir.empty() ? pool::default_pool_dir() : options.dir;
+  name_ = options.name;
+  threads_ = options.threads;
+  for (auto& e : layout.entries) {
+    const int buffers = e.dual ? 2 : (detail_access::user_memory(*e.plain) ? 0 : 1);
+    for (int k = 0; k < buffers; ++k) {
+      std::byte* p = alloc_dram(e.bytes);
+      if (p == nullptr)
+        return make_error(Errc::out_of_space,
+                          "cannot allocate " + std::to_string(e.bytes) + " bytes of DRAM for region '" + e.name + "'");
+      owned_.emplace_back(p, free_dram);
+      if (e.dual)
+        detail_access::buf(*e.pair, k) = p;
+      else
+        detail_access::data(*e.plain) = p;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) return io_error(dir_, "creating the checkpoint directory", ec.value());
+  dir_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd_ < 0) return io_error(dir_, "opening the checkpoint directory", errno);
+  if (::access(dir_.c_str(), W_OK | X_OK) != 0) return io_error(dir_, "checking write access", errno);
+  return scan();
+}
+
+Result<void> FileCheckpoint::commit(Layout& layout, std::uint64_t version) {
+  if (auto r = check_layout(layout); !r.ok())
+    return make_error(r.error().code, r.error().message + " (refusing to overwrite it)");
+  Meta m;
+  if (auto r = layout.capture_pointers(m.pointers); !r.ok()) return r;
+  m.descs = layout.descriptors();
+  std::vector<std::uint64_t> sizes;
+  for (const auto& e : layout.entries) sizes.push_back(e.bytes);
+  CkptHeader& h = m.h;
+  h.magic = kCkptMagic;
+  h.format = kCkptFormat;
+  h.header_bytes = sizeof(CkptHeader);
+  h.version = version;
+  h.layout_hash = layout.hash();
+  h.region_count = m.descs.size();
+  h.pointer_count = m.pointers.size();
+  h.data_offset = round_up(meta_bytes(h.region_count, h.pointer_count), kPage);
+  h.block_bytes = kBlock;
+  m.region_offset = place(sizes, h.data_offset, h.file_bytes);
+  std::uint64_t acc = meta_hash(m);
+  for (std::size_t i = 0; i < layout.entries.size(); ++i)
+    acc = hash_blocks(acc, static_cast<const std::byte*>(layout.entries[i].latest()), sizes[i], i, 0, threads_);
+  h.body_checksum = acc;
+  h.header_checksum = header_checksum(h);
+
+  std::vector<std::byte> meta(meta_bytes(h.region_count, h.pointer_count));
+  std::memcpy(meta.data(), &h, sizeof h);
+  if (!m.descs.empty()) std::memcpy(meta.data() + sizeof h, m.descs.data(), m.descs.size() * sizeof(RegionDesc));
+  if (!m.pointers.empty())
+    std::memcpy(meta.data() + sizeof h + m.descs.size() * sizeof(RegionDesc), m.pointers.data(),
+                m.pointers.size() * sizeof(PointerRecord));
+
+  // 1. The whole checkpoint under a temporary name, durable.
+  const std::string final_path = path_of(version), tmp = final_path + ".tmp";
+  std::uint64_t calls = 0;
+  {
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd.fd < 0) return io_error(tmp, "create", errno);
+    int err = pwrite_all(fd.fd, meta.data(), meta.size(), 0, calls);
+    for (std::size_t i = 0; err == 0 && i < layout.entries.size(); ++i)
+      err = pwrite_all(fd.fd, layout.entries[i].latest(), sizes[i], m.region_offset[i], calls);
+    if (err == 0 && ::fsync(fd.fd) != 0) err = errno;
+    if (err != 0) {
+      ::unlink(tmp.c_str());
+      return io_error(tmp, "writing the checkpoint", err);
+    }
+  }
+  io_.flush_calls += calls;
+  io_.bytes_flushed += h.file_bytes;
+  io_.lines_flushed += (h.file_bytes + 63) / 64;
+  io_.copied_bytes += h.file_bytes;
+  io_.msyncs += 1;
+  io_.drains += 1;
+  for (auto s : sizes) bytes_copied += s;
+
+  // 2. The commit point: the rename, made durable by the directory's fsync.
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return io_error(final_path, "renaming the new checkpoint into place", err);
+  }
+  if (::fsync(dir_fd_) != 0) return io_error(dir_, "fsync of the checkpoint directory", errno);
+  io_.msyncs += 1;
+  io_.drains += 1;
+  const std::optional<std::uint64_t> previous = committed_;
+  committed_ = version;
+  stored_descs_ = std::move(m.descs);
+  stored_pointers_ = h.pointer_count;
+  stored_hash_ = h.layout_hash;
+
+  // 3. Version v is durable: keep it and the previous one, nothing else.
+  for (std::uint64_t v : list_versions(false))
+    if (v != version && (!previous || v != *previous)) ::unlink(path_of(v).c_str());
+  return {};
+}
+
+Result<void> FileCheckpoint::restore(Layout& layout) {
+  if (auto r = check_layout(layout); !r.ok()) return r;
+  if (!committed_) return make_error(Errc::no_version, "no checkpoint of '" + name_ + "' in " + dir_);
+  const std::uint64_t v = *committed_;
+  const std::string path = path_of(v);
+  // Read straight into the working buffers, then check: the file verified at
+  // open, so a failure here means it changed since.
+  Result<void> ok;
+  Meta m;
+  {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.fd < 0) return io_error(path, "open", errno);
+    auto meta = read_meta(fd.fd, path, v);
+    if (meta.ok()) {
+      m = std::move(meta.value());
+      ok = layout.check_same(m.descs, m.h.pointer_count, m.h.layout_hash);
+      if (!ok.ok()) return ok;
+      std::uint64_t acc = meta_hash(m);
+      for (std::size_t i = 0; ok.ok() && i < layout.entries.size(); ++i) {
+        auto* dst = static_cast<std::byte*>(layout.entries[i].latest());
+        const std::size_t n = layout.entries[i].bytes;
+        const int r = pread_all(fd.fd, dst, n, m.region_offset[i]);
+        if (r != 0) ok = r > 0 ? io_error(path, "read", r) : make_error(Errc::truncated, path + ": truncated");
+        acc = hash_blocks(acc, dst, n, i, 0, threads_);
+        bytes_copied += n;
+      }
+      if (ok.ok() && acc != m.h.body_checksum)
+        ok = make_error(Errc::corrupted, path + ": checkpoint data is damaged (checksum mismatch)");
+    } else {
+      ok = std::move(meta).error();
+    }
+  }
+  if (!ok.ok()) {
+    warn("checkpoint version " + std::to_string(v) + " changed since open: " + ok.error().message);
+    (void)scan();
+    std::string next = committed_ ? "version " + std::to_string(*committed_) + " is now the newest that verifies"
+                                  : "no checkpoint verifies";
+    return make_error(Errc::corrupted, ok.error().message + " (it verified at open); " + next +
+                                           (committed_ ? ": call restore() again" : ""));
+  }
+  return layout.apply_pointers(m.pointers);
+}
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_file() { return std::make_unique<FileCheckpoint>(); }
+
+// Warnings of a file strategy (empty for other strategies), for tests and tools
+// that hold the Strategy itself.
+std::string file_warnings(const Strategy& s) {
+  auto* f = dynamic_cast<const FileCheckpoint*>(&s);
+  return f ? f->warnings() : std::string();
+}
+
 }  // namespace cairn::persist::detail
