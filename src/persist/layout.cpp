@@ -63,16 +63,20 @@ Result<void> Layout::check_same(const std::vector<RegionDesc>& stored, std::uint
 
 bool Layout::locate(const void* p, std::uint32_t& region, std::uint64_t& offset) const {
   auto* b = static_cast<const std::byte*>(p);
-  for (std::uint32_t i = 0; i < entries.size(); ++i) {
-    const Entry& e = entries[i];
-    for (int k = 0; k < (e.dual ? 2 : 1); ++k) {
-      auto* base =
-          static_cast<const std::byte*>(e.dual ? (k == 0 ? e.pair->read() : e.pair->write()) : e.plain->data());
-      // One past the end is a valid C++ pointer value (end iterators), so allow it.
-      if (b >= base && b <= base + e.bytes) {
-        region = i;
-        offset = static_cast<std::uint64_t>(b - base);
-        return true;
+  // Regions may be adjacent, so the end of one is the start of the next: an
+  // address strictly inside a region wins; one past the end (a valid C++
+  // pointer value, e.g. an end iterator) is accepted only when no region holds it.
+  for (const bool past_end : {false, true}) {
+    for (std::uint32_t i = 0; i < entries.size(); ++i) {
+      const Entry& e = entries[i];
+      for (int k = 0; k < (e.dual ? 2 : 1); ++k) {
+        auto* base =
+            static_cast<const std::byte*>(e.dual ? (k == 0 ? e.pair->read() : e.pair->write()) : e.plain->data());
+        if (b >= base && (past_end ? b == base + e.bytes : b < base + e.bytes)) {
+          region = i;
+          offset = static_cast<std::uint64_t>(b - base);
+          return true;
+        }
       }
     }
   }

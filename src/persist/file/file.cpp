@@ -374,14 +374,16 @@ std::uint64_t meta_hash(const Meta& m) {
 
 Result<void> FileCheckpoint::verify_body(int fd, const std::string& path, const Meta& m) const {
   constexpr std::size_t kBounce = 16 * kBlock;
+  std::uint64_t largest = 0;
+  for (const auto& d : m.descs) largest = std::max(largest, d.bytes);
   std::unique_ptr<std::byte[], void (*)(std::byte*)> buf(nullptr, free_dram);
+  if (largest > 0) {
+    buf.reset(alloc_dram(std::min<std::uint64_t>(kBounce, round_up(largest, kBlock))));
+    if (!buf) return make_error(Errc::out_of_space, "no memory to check " + path);
+  }
   std::uint64_t acc = meta_hash(m);
   for (std::size_t i = 0; i < m.descs.size(); ++i) {
     const std::uint64_t bytes = m.descs[i].bytes;
-    if (!buf && bytes > 0) {
-      buf.reset(alloc_dram(std::min<std::uint64_t>(kBounce, round_up(bytes, kBlock))));
-      if (!buf) return make_error(Errc::out_of_space, "no memory to check " + path);
-    }
     for (std::uint64_t off = 0; off < bytes; off += kBounce) {
       const std::size_t n = std::min<std::uint64_t>(kBounce, bytes - off);
       int r = pread_all(fd, buf.get(), n, m.region_offset[i] + off);

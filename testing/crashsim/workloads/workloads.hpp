@@ -1,0 +1,15 @@
+// workloads.hpp — the built-in workloads of the crash harness (internal).
+#pragma once
+
+#include <vector>
+
+#include "testing/crashsim/crashsim.hpp"
+
+namespace cairn::testing::crashsim::builtin {
+
+// The reference structure and its deliberately broken variants.
+std::vector<Workload> ref_array_workloads();
+// The pool's own publish_root protocol over arena extents.
+std::vector<Workload> pool_publish_workloads();
+
+}  // namespace cairn::testing::crashsim::builtin
