@@ -23,11 +23,17 @@ tsan: deps
 build: release
 
 demo: release
-	build/release/examples/pool_demo
+	scripts/demo.sh build/release
 
+# The crash suite runs twice: a 10^5-state sample under the sanitizers, and
+# the full 10^6 states (plus 10^5 per strategy) in the release build, where
+# the harness is about ten times faster.
 test: debug
 	@scripts/check-format.sh
-	ctest --preset debug
+	CAIRN_CRASH_STATES=100000 ctest --preset debug
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS) --target crashsim_suite_test
+	ctest --preset release -R '^Crash/'
 
 test-tsan: tsan
 	ctest --preset tsan

@@ -34,7 +34,12 @@ std::size_t meta_bytes(const Layout& layout) {
       kPage + layout.entries.size() * sizeof(RegionDesc) + 2 * pointer_capacity(layout) * sizeof(PointerRecord), kPage);
 }
 
+thread_local pool::Pool* t_borrowed = nullptr;
+
 }  // namespace
+
+BorrowedPoolScope::BorrowedPoolScope(pool::Pool& pool) : previous_(t_borrowed) { t_borrowed = &pool; }
+BorrowedPoolScope::~BorrowedPoolScope() { t_borrowed = previous_; }
 
 StateHeader* SlotStore::header() const { return reinterpret_cast<StateHeader*>(pool_->at(extent_)); }
 
@@ -51,6 +56,16 @@ void SlotStore::place_regions(const Layout& layout) {
 Result<std::unique_ptr<SlotStore>> SlotStore::open_or_create(const Options& options, const Layout& layout,
                                                              const std::string& strategy) {
   std::unique_ptr<SlotStore> s(new SlotStore());
+  s->layout_ = &layout;
+  s->place_regions(layout);
+  if (t_borrowed != nullptr) {
+    s->pool_ = t_borrowed;
+    s->path_ = t_borrowed->path().empty() ? "borrowed pool" : t_borrowed->path();
+    s->existed_ = s->pool_->root(kStateRoot).offset != 0;
+    auto r = s->existed_ ? s->attach_existing(layout, strategy) : s->init_new(layout, strategy);
+    if (!r.ok()) return std::move(r).error();
+    return s;
+  }
   const std::string dir = options.dir.empty() ? pool::default_pool_dir() : options.dir;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -58,27 +73,27 @@ Result<std::unique_ptr<SlotStore>> SlotStore::open_or_create(const Options& opti
     return make_error(Errc::io_error, "cannot create the pool directory " + dir + ": " + ec.message() +
                                           "; set CAIRN_POOL_DIR or Options::dir to a writable directory");
   s->path_ = dir + "/" + options.name + ".pool";
-  s->layout_ = &layout;
-  s->place_regions(layout);
   struct stat st {};
-  const bool exists = ::stat(s->path_.c_str(), &st) == 0;
+  s->existed_ = ::stat(s->path_.c_str(), &st) == 0;
   auto device = devices::make_device(options.device);
   if (!device.ok()) return std::move(device).error();
-  if (!exists) {
+  if (!s->existed_) {
     const std::size_t meta = meta_bytes(layout) + kPage;
     pool::CreateOptions co;
     co.size = pool::kArenaOffset + meta + 2 * s->area_bytes_ + (1u << 20);
     co.device = std::move(device.value());
     auto p = pool::Pool::create(s->path_, std::move(co));
     if (!p.ok()) return std::move(p).error();
-    s->pool_ = std::move(p.value());
+    s->owned_ = std::move(p.value());
+    s->pool_ = s->owned_.get();
     if (auto r = s->init_new(layout, strategy); !r.ok()) return r.error();
   } else {
     pool::OpenOptions oo;
     oo.device = std::move(device.value());
     auto p = pool::Pool::open(s->path_, std::move(oo));
     if (!p.ok()) return std::move(p).error();
-    s->pool_ = std::move(p.value());
+    s->owned_ = std::move(p.value());
+    s->pool_ = s->owned_.get();
     if (auto r = s->attach_existing(layout, strategy); !r.ok()) return r.error();
   }
   return s;

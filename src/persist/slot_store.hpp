@@ -67,6 +67,22 @@ static_assert(offsetof(StateHeader, version_word) % 64 == 0);
 static_assert(offsetof(StateHeader, slot_meta) % 64 == 0);
 static_assert(sizeof(StateHeader) <= 4096);
 
+// The crash simulator's way in (testing/crashsim/strategies.cpp): while a
+// scope is alive, SlotStore::open_or_create on the same thread attaches to
+// `pool` (already open, borrowed, typically an image on the simulator device)
+// instead of opening <dir>/<name>.pool. The state lives at root slot 0 of that
+// pool as usual; a pool whose root slot 0 is empty counts as new.
+class BorrowedPoolScope {
+ public:
+  explicit BorrowedPoolScope(pool::Pool& pool);
+  ~BorrowedPoolScope();
+  BorrowedPoolScope(const BorrowedPoolScope&) = delete;
+  BorrowedPoolScope& operator=(const BorrowedPoolScope&) = delete;
+
+ private:
+  pool::Pool* previous_;
+};
+
 class SlotStore {
  public:
   // Opens <dir>/<name>.pool or creates it sized for `layout`. A pool written
@@ -77,6 +93,8 @@ class SlotStore {
 
   pool::Pool& pool() { return *pool_; }
   const std::string& path() const { return path_; }
+  // False when open_or_create created the pool or its state just now.
+  bool existed() const { return existed_; }
 
   std::optional<std::uint64_t> committed() const;
   int committed_slot() const;
@@ -112,8 +130,10 @@ class SlotStore {
   void place_regions(const Layout& layout);
   StateHeader* header() const;
 
-  std::unique_ptr<pool::Pool> pool_;
+  std::unique_ptr<pool::Pool> owned_;
+  pool::Pool* pool_ = nullptr;  // owned_, or a borrowed pool (BorrowedPoolScope)
   std::string path_;
+  bool existed_ = false;
   std::uint64_t extent_ = 0;
   std::vector<std::size_t> region_offsets_;
   std::size_t area_bytes_ = 0;

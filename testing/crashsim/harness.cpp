@@ -285,7 +285,12 @@ class Explorer {
       restore(base);
       if (!out.ok) {
         const CrashKey k = key_for(id, s);
-        rep.failures.push_back(Failure{format_key(k), "[" + en.family(s) + "] " + out.reason});
+        // Appended piecewise: GCC 12's -Wrestrict misfires on "[" + a + "] " + b at -O3.
+        std::string reason = "[";
+        reason += en.family(s);
+        reason += "] ";
+        reason += out.reason;
+        rep.failures.push_back(Failure{format_key(k), std::move(reason)});
         if (o.log) o.log("FAIL " + format_key(k) + "  " + rep.failures.back().reason);
         if (rep.failures.size() >= std::max(1u, o.max_failures)) rs_.stop = true;
         continue;

@@ -187,16 +187,13 @@ Result<void> Shadow::open(Layout& layout, const Options& options) {
   threads_ = options.threads;
   // Whether the pool is new (its slots are zero from creation) or an earlier
   // run left it, possibly with a half-written first commit in it.
-  const std::string dir = options.dir.empty() ? pool::default_pool_dir() : options.dir;
-  struct stat st {};
-  const bool existed = ::stat((dir + "/" + options.name + ".pool").c_str(), &st) == 0;
   auto s = SlotStore::open_or_create(options, layout, name());
   if (!s.ok()) return std::move(s).error();
   store_ = std::move(s.value());
   // The working set is the stored slots themselves: a pool of another layout
   // cannot even be viewed, so say so now.
   if (auto r = store_->check_layout(); !r.ok()) return r;
-  if (!store_->committed() && existed) {
+  if (!store_->committed() && store_->existed()) {
     // Nothing committed: no slot holds a version, so both may be cleared. The
     // application starts from zeroed memory, as with the DRAM strategies.
     pool::Pool& pool = store_->pool();

@@ -150,7 +150,7 @@ class RefArray final : public Structure {
     const std::uint64_t next = v + kStep;
     // Which elements change, and to what.
     const unsigned n = 1 + static_cast<unsigned>(rng.below(6));
-    std::uint64_t idx[kLogCap], val[kLogCap];
+    std::uint64_t idx[kLogCap]{}, val[kLogCap]{};
     unsigned u = 0;
     while (u < n) {
       const std::uint64_t i = rng.below(kElems);

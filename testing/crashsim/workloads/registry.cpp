@@ -19,6 +19,7 @@ std::deque<Workload>& registry() {
     std::deque<Workload> d;
     for (auto& w : builtin::ref_array_workloads()) d.push_back(std::move(w));
     for (auto& w : builtin::pool_publish_workloads()) d.push_back(std::move(w));
+    for (auto& w : builtin::strategy_workloads()) d.push_back(std::move(w));
     return d;
   }();
   return all;

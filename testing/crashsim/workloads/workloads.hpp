@@ -11,5 +11,7 @@ namespace cairn::testing::crashsim::builtin {
 std::vector<Workload> ref_array_workloads();
 // The pool's own publish_root protocol over arena extents.
 std::vector<Workload> pool_publish_workloads();
+// The pool-based persistence strategies (persist::Context on the harness's pool).
+std::vector<Workload> strategy_workloads();
 
 }  // namespace cairn::testing::crashsim::builtin
