@@ -180,6 +180,33 @@ TEST(Pool, PrimitivesWriteAndCount) {
   EXPECT_EQ(pool->stats().device.lines_flushed, 2u + (8u << 20) / 64);
 }
 
+// The workers behind the multi-threaded primitives do not survive fork():
+// a child (real-kill tests, applications that fork) must get new ones, not
+// wait forever for the parent's.
+TEST(Pool, MultiThreadedCopyWorksInAForkedChild) {
+  TempDir dir;
+  auto pool = make_pool(dir.file("p"), 16u << 20);
+  auto off = pool->arena().alloc(8u << 20);
+  ASSERT_TRUE(off.ok());
+  std::byte* dst = pool->at(off.value());
+  std::vector<std::uint8_t> src(8u << 20);
+  std::iota(src.begin(), src.end(), 0);
+  pool->memcpy_persist_mt(dst, src.data(), src.size(), 2);  // the parent's workers exist now
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(20);  // a hang is a failure, not a stuck test
+    std::fill(src.begin(), src.end(), std::uint8_t{7});
+    pool->memcpy_persist_mt(dst, src.data(), src.size(), 2);
+    ::_exit(std::memcmp(dst, src.data(), src.size()) == 0 ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child was killed by signal " << WTERMSIG(status) << " (14: hung)";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(static_cast<unsigned>(dst[1]), 7u);  // MAP_SHARED: the child's copy reached the pool
+}
+
 TEST(Pool, MsyncModeIsSelectable) {
   TempDir dir;
   CreateOptions o;

@@ -1,6 +1,8 @@
 // thread_pool.cpp — persistent workers behind parallel_ranges().
 #include "pool/thread_pool.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
@@ -16,6 +18,13 @@ class Workers {
   static Workers& instance() {
     static Workers w;
     return w;
+  }
+
+  Workers() {
+    // A forked child (the crash harness's real-kill mode, an application that
+    // forks) has only the forking thread: the workers are gone, and one of
+    // them may have held a lock at the fork. Start over with none.
+    ::pthread_atfork(nullptr, nullptr, [] { instance().forget_after_fork(); });
   }
 
   // Runs jobs 1..n-1 on workers while the caller runs job 0.
@@ -47,6 +56,18 @@ class Workers {
   }
 
  private:
+  void forget_after_fork() {
+    new (&call_mu_) std::mutex;
+    new (&mu_) std::mutex;
+    new (&cv_) std::condition_variable;
+    new (&done_cv_) std::condition_variable;
+    // Their threads do not exist here: never join or destroy the handles.
+    (void)new std::vector<std::thread>(std::move(threads_));
+    threads_.clear();
+    job_ = nullptr;
+    next_ = total_ = pending_ = 0;
+  }
+
   void ensure(unsigned count) {
     while (threads_.size() < count) threads_.emplace_back([this] { loop(); });
   }
