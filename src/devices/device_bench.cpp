@@ -185,9 +185,11 @@ std::string json_str(const std::string& s) {
   for (char c : s) {
     if (c == '"' || c == '\\')
       o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20)
-      o += fmt("\\u%04x", static_cast<unsigned char>(c));
-    else
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      o += esc;
+    } else
       o += c;
   }
   return o + "\"";

@@ -10,6 +10,8 @@ namespace cairn::tool {
 void add_pool_commands(CLI::App& app);
 void add_device_commands(CLI::App& app);
 void add_crashsim_commands(CLI::App& app);
+void add_bench_commands(CLI::App& app);
+void add_run_commands(CLI::App& app);
 
 int& exit_code();
 

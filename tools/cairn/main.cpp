@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   cairn::tool::add_pool_commands(app);
   cairn::tool::add_device_commands(app);
   cairn::tool::add_crashsim_commands(app);
+  cairn::tool::add_bench_commands(app);
+  cairn::tool::add_run_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

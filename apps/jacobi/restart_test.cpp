@@ -1,0 +1,237 @@
+// restart_test.cpp — restart correctness of the jacobi app, end to end: the
+// real binary is run uninterrupted, killed with SIGKILL at a random (seeded)
+// iteration by --crash-at, and resumed; the resumed run must verify and end
+// with the same 64-bit state checksum as the uninterrupted and the native run.
+// Every strategy of persist::strategy_names(), both kernels. Also: bad options
+// and an impossible --resume exit with 2 and say what to do.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cairn/persist.hpp"
+#include "testing/temp_dir.hpp"
+
+namespace {
+
+struct Outcome {
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;
+  std::string output;  // stdout + stderr
+};
+
+// Runs the jacobi binary with `args`, output captured in a file of `dir`.
+Outcome run_jacobi(const std::vector<std::string>& args, const std::string& dir) {
+  const std::string log = dir + "/run.log";
+  std::vector<std::string> argv_s{CAIRN_JACOBI_PATH};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Outcome o;
+  if (WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  o.output = ss.str();
+  return o;
+}
+
+// One value of the flat JSON report (one key per line).
+std::string json_value(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line;
+  const std::string tag = "\"" + key + "\": ";
+  while (std::getline(in, line)) {
+    const auto at = line.find(tag);
+    if (at == std::string::npos) continue;
+    std::string v = line.substr(at + tag.size());
+    if (!v.empty() && v.back() == ',') v.pop_back();
+    if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
+    return v;
+  }
+  return "<missing " + key + ">";
+}
+
+struct Case {
+  std::string kernel, size;
+  std::uint64_t iterations;
+};
+const Case kStream{"stream", "24", 30};
+const Case kSharpen{"sharpen", "32", 16};
+
+std::vector<std::string> base_args(const Case& c, const std::string& dir) {
+  return {"--kernel", c.kernel, "--size",    c.size, "--iterations", std::to_string(c.iterations),
+          "--dir",    dir,      "--threads", "2",    "--quiet"};
+}
+
+// Runs uninterrupted, crashed at a seeded random iteration, and resumed; all
+// must agree with the native checksum.
+void check_restart(const Case& c, const std::string& strategy, std::uint64_t every, std::uint32_t seed) {
+  cairn::testing::TempDir dir;
+  auto args = base_args(c, dir.path());
+  auto with = [&](std::vector<std::string> extra) {
+    auto a = args;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const std::string json = dir.file("report.json");
+
+  auto native = run_jacobi(with({"--json", json}), dir.path());
+  ASSERT_EQ(native.exit_code, 0) << native.output;
+  const std::string want = json_value(json, "checksum");
+  ASSERT_EQ(want.size(), 16u);
+
+  auto whole =
+      run_jacobi(with({"--strategy", strategy, "--persist-every", std::to_string(every), "--json", json}), dir.path());
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  EXPECT_EQ(json_value(json, "checksum"), want) << "uninterrupted " << strategy << " run differs from native";
+  EXPECT_EQ(json_value(json, "verified"), "true");
+
+  std::mt19937 rng(seed);
+  const std::uint64_t crash = std::uniform_int_distribution<std::uint64_t>(1, c.iterations - 1)(rng);
+  SCOPED_TRACE("crash at iteration " + std::to_string(crash));
+  auto crashed = run_jacobi(
+      with({"--strategy", strategy, "--persist-every", std::to_string(every), "--crash-at", std::to_string(crash)}),
+      dir.path());
+  EXPECT_EQ(crashed.signal, SIGKILL) << crashed.output;
+  EXPECT_EQ(crashed.exit_code, -1);
+
+  auto resumed = run_jacobi(
+      with({"--strategy", strategy, "--persist-every", std::to_string(every), "--resume", "--json", json}), dir.path());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(json_value(json, "verified"), "true");
+  EXPECT_EQ(json_value(json, "checksum"), want) << "resumed " << strategy << " run differs from native";
+  // The last commit before iteration `crash` covered the periods of K.
+  EXPECT_EQ(json_value(json, "start_iteration"), std::to_string(crash / every * every));
+  EXPECT_EQ(json_value(json, "iterations"), std::to_string(c.iterations));
+}
+
+using Param = std::tuple<std::string, std::string>;  // kernel, strategy
+class JacobiRestart : public ::testing::TestWithParam<Param> {};
+
+TEST_P(JacobiRestart, CrashAndResumeIsBitIdentical) {
+  const auto& [kernel, strategy] = GetParam();
+  const Case& c = kernel == "stream" ? kStream : kSharpen;
+  const auto seed = static_cast<std::uint32_t>(std::hash<std::string>{}(kernel + "/" + strategy) & 0xffffffffu);
+  check_restart(c, strategy, 1, seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllStrategies, JacobiRestart,
+                         ::testing::Combine(::testing::Values("stream", "sharpen"),
+                                            ::testing::ValuesIn(cairn::persist::strategy_names())),
+                         [](const auto& p) {
+                           std::string s = std::get<0>(p.param) + "_" + std::get<1>(p.param);
+                           for (char& ch : s)
+                             if (ch == '-') ch = '_';
+                           return s;
+                         });
+
+// Periods longer than one iteration: odd and even K exercise both parities of
+// the scratch buffer that keeps the committed version untouched.
+TEST(JacobiRestartEvery, InPlaceEvery3And4) {
+  check_restart(kStream, "in-place", 3, 11);
+  check_restart(kStream, "in-place", 4, 12);
+}
+TEST(JacobiRestartEvery, UndoLogAndFileEvery4) {
+  check_restart(kStream, "undo-log", 4, 13);
+  check_restart(kSharpen, "file", 4, 14);
+}
+
+TEST(JacobiDeterminism, ThreadCountDoesNotChangeTheResult) {
+  cairn::testing::TempDir dir;
+  std::string sums[3];
+  int i = 0;
+  for (const char* threads : {"1", "2", "3"}) {
+    auto a = base_args(kStream, dir.path());
+    a[9] = threads;  // --threads value
+    a.insert(a.end(), {"--json", dir.file("t.json")});
+    ASSERT_EQ(run_jacobi(a, dir.path()).exit_code, 0);
+    sums[i++] = json_value(dir.file("t.json"), "checksum");
+  }
+  EXPECT_EQ(sums[0], sums[1]);
+  EXPECT_EQ(sums[0], sums[2]);
+}
+
+TEST(JacobiBadOptions, UnknownStrategy) {
+  cairn::testing::TempDir dir;
+  auto a = base_args(kStream, dir.path());
+  a.insert(a.end(), {"--strategy", "no-such"});
+  auto o = run_jacobi(a, dir.path());
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.output.find("'no-such' is not a persistence strategy"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("in-place"), std::string::npos) << o.output;  // lists the valid ones
+}
+
+TEST(JacobiBadOptions, PersistEveryZero) {
+  cairn::testing::TempDir dir;
+  auto a = base_args(kStream, dir.path());
+  a.insert(a.end(), {"--strategy", "in-place", "--persist-every", "0"});
+  auto o = run_jacobi(a, dir.path());
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.output.find("--persist-every must be at least 1"), std::string::npos) << o.output;
+}
+
+TEST(JacobiBadOptions, ResumeWithNothingCommitted) {
+  cairn::testing::TempDir dir;
+  for (const std::string strategy : {"in-place", "file"}) {
+    auto a = base_args(kStream, dir.path());
+    a.insert(a.end(), {"--strategy", strategy, "--resume"});
+    auto o = run_jacobi(a, dir.path());
+    EXPECT_EQ(o.exit_code, 2) << o.output;
+    EXPECT_NE(o.output.find("nothing has been committed"), std::string::npos) << o.output;
+    EXPECT_NE(o.output.find("run without --resume"), std::string::npos) << o.output;
+  }
+}
+
+TEST(JacobiBadOptions, ResumeWithoutStrategyAndBadSize) {
+  cairn::testing::TempDir dir;
+  auto a = base_args(kStream, dir.path());
+  a.push_back("--resume");
+  auto o = run_jacobi(a, dir.path());
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.output.find("--resume needs the --strategy"), std::string::npos) << o.output;
+
+  auto b = base_args(kStream, dir.path());
+  b[3] = "big";  // --size value
+  o = run_jacobi(b, dir.path());
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.output.find("--size 'big'"), std::string::npos) << o.output;
+
+  auto c = base_args(kStream, dir.path());
+  c[1] = "blur";  // --kernel value
+  EXPECT_EQ(run_jacobi(c, dir.path()).exit_code, 2);
+}
+
+// Resuming with another strategy than the one that committed is refused
+// with a message, not silently started over.
+TEST(JacobiBadOptions, ResumeWithAnotherStrategy) {
+  cairn::testing::TempDir dir;
+  auto a = base_args(kStream, dir.path());
+  a.insert(a.end(), {"--strategy", "in-place"});
+  ASSERT_EQ(run_jacobi(a, dir.path()).exit_code, 0);
+  auto b = base_args(kStream, dir.path());
+  b.insert(b.end(), {"--strategy", "shadow", "--resume"});
+  auto o = run_jacobi(b, dir.path());
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("in-place"), std::string::npos) << o.output;
+}
+
+}  // namespace

@@ -1,0 +1,99 @@
+// cmd_run.cpp — `cairn run APP [app options...]`: runs a proxy application
+// (jacobi, npb-cg, ...) by exec'ing its binary, found in the apps/ folder of
+// the build tree this tool belongs to ($CAIRN_APPS_DIR overrides it).
+// `cairn run --list` lists the apps found. Exit status: the app's (0 verified,
+// 1 verification failed, 2 bad options), or 2 if the app is not found.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+
+namespace cairn::tool {
+namespace {
+
+namespace fs = std::filesystem;
+
+// <build>/tools/cairn/cairn -> <build>/apps
+fs::path apps_dir() {
+  if (const char* env = std::getenv("CAIRN_APPS_DIR"); env && *env) return env;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "apps";
+  return self.parent_path().parent_path().parent_path() / "apps";
+}
+
+// Executables under the apps folder, by name; tests and CMake's files excluded.
+std::map<std::string, fs::path> find_apps(const fs::path& root) {
+  std::map<std::string, fs::path> apps;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    const std::string name = p.filename().string();
+    if (it->is_directory(ec)) {
+      if (name == "CMakeFiles" || it.depth() >= 2) it.disable_recursion_pending();
+      continue;
+    }
+    if (!it->is_regular_file(ec) || ::access(p.c_str(), X_OK) != 0) continue;
+    if (name.ends_with("_test") || name.find('.') != std::string::npos) continue;
+    apps.emplace(name, p);
+  }
+  return apps;
+}
+
+}  // namespace
+
+void add_run_commands(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Run a proxy application (jacobi, npb-cg, npb-mg, ...)");
+  cmd->footer(
+      "Everything after APP goes to the application; `cairn run APP --help` shows its options.\n"
+      "Common ones: --strategy NAME, --persist-every K, --threads T, --size S, --iterations N,\n"
+      "--crash-at N, --resume, --dir DIR, --name NAME, --device-profile P, --quiet, --json FILE.\n"
+      "Exit status: the application's (0 verified, 1 verification failed, 2 bad options or error).");
+  cmd->prefix_command();
+  struct Args {
+    std::string name;
+    bool list = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_flag("--list", args->list, "List the applications found next to this tool");
+  cmd->add_option("APP", args->name, "The application to run");
+  cmd->callback([cmd, args] {
+    const fs::path root = apps_dir();
+    const auto apps = find_apps(root);
+    if (args->list) {
+      if (apps.empty()) std::cout << "no applications found under " << root.string() << " (build them first)\n";
+      for (const auto& [name, path] : apps) std::cout << name << "\n";
+      exit_code() = apps.empty() ? 2 : 0;
+      return;
+    }
+    const auto found = apps.find(args->name);
+    if (args->name.empty() || found == apps.end()) {
+      std::cerr << "cairn run: "
+                << (args->name.empty() ? "no application given" : "no application '" + args->name + "'") << " under "
+                << root.string() << "; available:";
+      for (const auto& [name, path] : apps) std::cerr << " " << name;
+      std::cerr << (apps.empty() ? " none (build them first, e.g. `make release`)" : "") << "\n";
+      exit_code() = 2;
+      return;
+    }
+    std::vector<std::string> argv_s{found->second.string()};
+    for (const auto& extra : cmd->remaining()) argv_s.push_back(extra);
+    std::vector<char*> argv;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    std::cout.flush();
+    ::execv(argv[0], argv.data());
+    std::perror(("cairn run: cannot execute " + argv_s[0]).c_str());
+    exit_code() = 2;
+  });
+}
+
+}  // namespace cairn::tool
