@@ -76,7 +76,7 @@ INSTANTIATE_TEST_SUITE_P(Crash, Suite,
                                            Share{"strategy.shadow", Durability::adr, 0, 0.1, 20},
                                            Share{"strategy.in-place", Durability::adr, 0, 0.1, 20},
                                            Share{"strategy.in-place", Durability::eadr, 0, 0.02, 8},
-                                           Share{"strategy.in-place.async", Durability::adr, 0, 0.1, 6}),
+                                           Share{"strategy.in-place.async", Durability::adr, 0, 0.1, 20}),
                          [](const ::testing::TestParamInfo<Share>& p) {
                            std::string name = std::string(p.param.workload) + "_" + durability_name(p.param.durability);
                            for (char& c : name)
