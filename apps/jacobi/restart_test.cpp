@@ -4,70 +4,24 @@
 // with the same 64-bit state checksum as the uninterrupted and the native run.
 // Every strategy of persist::strategy_names(), both kernels. Also: bad options
 // and an impossible --resume exit with 2 and say what to do.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cairn/persist.hpp"
+#include "testing/run_app.hpp"
 #include "testing/temp_dir.hpp"
 
 namespace {
 
-struct Outcome {
-  int exit_code = -1;  // -1 when killed by a signal
-  int signal = 0;
-  std::string output;  // stdout + stderr
-};
+using cairn::testing::json_value;
+using cairn::testing::Outcome;
 
 // Runs the jacobi binary with `args`, output captured in a file of `dir`.
 Outcome run_jacobi(const std::vector<std::string>& args, const std::string& dir) {
-  const std::string log = dir + "/run.log";
-  std::vector<std::string> argv_s{CAIRN_JACOBI_PATH};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  Outcome o;
-  if (WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  o.output = ss.str();
-  return o;
-}
-
-// One value of the flat JSON report (one key per line).
-std::string json_value(const std::string& path, const std::string& key) {
-  std::ifstream in(path);
-  std::string line;
-  const std::string tag = "\"" + key + "\": ";
-  while (std::getline(in, line)) {
-    const auto at = line.find(tag);
-    if (at == std::string::npos) continue;
-    std::string v = line.substr(at + tag.size());
-    if (!v.empty() && v.back() == ',') v.pop_back();
-    if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
-    return v;
-  }
-  return "<missing " + key + ">";
+  return cairn::testing::run_app(CAIRN_JACOBI_PATH, args, dir);
 }
 
 struct Case {

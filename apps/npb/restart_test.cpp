@@ -5,21 +5,20 @@
 // 64-bit state checksum as an uninterrupted and a native run. Every strategy
 // of persist::strategy_names(); also commit periods longer than one iteration
 // and different thread counts.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cairn/persist.hpp"
+#include "testing/run_app.hpp"
 #include "testing/temp_dir.hpp"
 
 namespace {
+
+using cairn::testing::json_value;
+using cairn::testing::Outcome;
 
 struct App {
   std::string name;
@@ -29,51 +28,8 @@ struct App {
 const App kCg{"npb-cg", CAIRN_NPB_CG_PATH, 375};
 const App kMg{"npb-mg", CAIRN_NPB_MG_PATH, 4};
 
-struct Outcome {
-  int exit_code = -1;  // -1 when killed by a signal
-  int signal = 0;
-  std::string output;  // stdout and stderr
-};
-
-Outcome run(const App& app, std::vector<std::string> args, const std::string& dir) {
-  const std::string log = dir + "/run.log";
-  args.insert(args.begin(), app.path);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  Outcome o;
-  if (WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  o.output = ss.str();
-  return o;
-}
-
-// A value of the report written by --json (flat, one key per line).
-std::string json_value(const std::string& path, const std::string& key) {
-  std::ifstream in(path);
-  const std::string tag = "\"" + key + "\": ";
-  for (std::string line; std::getline(in, line);) {
-    const auto at = line.find(tag);
-    if (at == std::string::npos) continue;
-    std::string v = line.substr(at + tag.size());
-    if (!v.empty() && v.back() == ',') v.pop_back();
-    if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
-    return v;
-  }
-  return "<missing " + key + ">";
+Outcome run(const App& app, const std::vector<std::string>& args, const std::string& dir) {
+  return cairn::testing::run_app(app.path, args, dir);
 }
 
 std::vector<std::string> args_for(const std::string& dir, std::vector<std::string> extra) {

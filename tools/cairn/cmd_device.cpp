@@ -1,5 +1,4 @@
 // cmd_device.cpp — `cairn device bench|profiles`: measure the persistence primitives and the NVM emulation.
-#include <cctype>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -9,6 +8,7 @@
 #include "cairn/profile.hpp"
 #include "commands.hpp"
 #include "devices/device_bench.hpp"
+#include "experiments/bench_util.hpp"
 
 namespace cairn::tool {
 namespace {
@@ -17,30 +17,6 @@ constexpr int kExitOk = 0;
 constexpr int kExitCannot = 2;  // bad option value, or the benchmark could not run
 
 // "64M", "1G", "4194304", "256MiB": binary multiples.
-Result<std::size_t> parse_bytes(const std::string& text) {
-  std::size_t i = 0;
-  unsigned long long v = 0;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) && v < (1ull << 50))
-    v = v * 10 + static_cast<unsigned>(text[i++] - '0');
-  std::string suffix = text.substr(i);
-  for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  unsigned shift = 0;
-  if (suffix == "" || suffix == "B")
-    shift = 0;
-  else if (suffix == "K" || suffix == "KB" || suffix == "KIB")
-    shift = 10;
-  else if (suffix == "M" || suffix == "MB" || suffix == "MIB")
-    shift = 20;
-  else if (suffix == "G" || suffix == "GB" || suffix == "GIB")
-    shift = 30;
-  else
-    i = 0;  // reject below
-  if (i == 0 || v >= (1ull << 50))
-    return make_error(Errc::invalid_argument,
-                      "--size '" + text + "' is not a size: write bytes with an optional K, M or G suffix, e.g. 64M");
-  return static_cast<std::size_t>(v << shift);
-}
-
 void add_bench(CLI::App& device) {
   auto* cmd = device.add_subcommand("bench",
                                     "Measure flush, drain, persist and non-temporal copy, and how well the "
@@ -76,7 +52,7 @@ void add_bench(CLI::App& device) {
   cmd->add_flag("--no-fidelity", args->no_fidelity, "Skip table 2 (emulation fidelity)");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
   cmd->callback([args] {
-    auto size = parse_bytes(args->size);
+    auto size = experiments::parse_size(args->size);
     if (!size.ok()) {
       std::cerr << "cairn device bench: " << size.error().message << "\n";
       exit_code() = kExitCannot;
