@@ -59,6 +59,11 @@ struct Options {
   unsigned threads = 0;
   // in-place: flush on a helper thread (flush_async / flush_barrier).
   bool async_flush = true;
+  // in-place: false skips writing back the dual regions' new version (plain
+  // regions are still copied). For measurement only (seed 004 Fig. 12's
+  // "in-place without flushing"): versions survive a killed process, whose
+  // page cache lives on, but NOT a power loss.
+  bool flush = true;
   // Copy-based strategies: copy only pages written since the last commit.
   bool incremental = false;
   // file: also write an HDF5 file per checkpoint (when built with HDF5).
@@ -66,7 +71,7 @@ struct Options {
 };
 
 // Reads "key = value" lines (strategy, name, dir, device, threads,
-// async_flush, incremental) into Options; unknown keys are errors.
+// async_flush, flush, incremental, hdf5) into Options; unknown keys are errors.
 Result<Options> load_options(const std::string& config_path);
 
 // Names of the registered strategies, in registry order.

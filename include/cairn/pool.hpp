@@ -238,6 +238,10 @@ class Pool {
   // (a fence orders only its own thread's flushes), then they join.
   void persist_mt(const void* addr, std::size_t len, unsigned threads = 0);
   void memcpy_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads = 0);
+  // The same split, but each worker copies with ordinary cached stores and
+  // then writes its lines back (clwb/clflushopt) before its fence: the
+  // dram-cache strategy's copy, for comparison with non-temporal stores.
+  void memcpy_flush_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads = 0);
   // Ranges smaller than this are done on the calling thread.
   static constexpr std::size_t kParallelMin = 1u << 20;
   // True on a thread that is inside persist_mt / memcpy_persist_mt. The crash

@@ -55,10 +55,12 @@ Traits traits_of(const std::string& strategy) {
             0,
             "libpmemobj flushes by itself: not charged by the emulated device; NVM bytes are cairn's estimate; "
             "commit includes the next iteration's snapshot (pmemobj_tx_add_range)"};
-  if (strategy == "shadow") return {true, true, false, 2, 1, "copy-on-write view: commit also re-maps it"};
+  if (strategy == "shadow")
+    return {true, true, false, 2, 1, "copy-on-write view: commit also drops its private pages and re-maps it"};
   if (strategy == "file")
     return {false, false, false, 3, 1, "checkpoint files (pwrite, fsync, rename): not charged by the emulated device"};
-  if (strategy == "dram-cache") return {true, false, false, 2, 1, "memcpy + flush on one thread"};
+  if (strategy == "dram-cache")
+    return {true, false, false, 2, 1, "cached-store copy + write-back of every line, on all threads"};
   if (strategy == "nt-copy") return {true, false, false, 2, 1, ""};
   if (strategy == "in-place")
     return {false, true, true, 2, 0, "DualRegion: commit flushes the written version, nothing is copied"};

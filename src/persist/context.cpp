@@ -89,6 +89,8 @@ Result<Options> load_options(const std::string& config_path) {
       o.threads = static_cast<unsigned>(t);
     } else if (key == "async_flush")
       r = as_bool(o.async_flush);
+    else if (key == "flush")
+      r = as_bool(o.flush);
     else if (key == "incremental")
       r = as_bool(o.incremental);
     else if (key == "hdf5")
@@ -96,7 +98,7 @@ Result<Options> load_options(const std::string& config_path) {
     else
       return make_error(Errc::invalid_argument, config_path + ":" + std::to_string(lineno) + ": unknown key '" + key +
                                                     "' (known: strategy, name, dir, device, threads, async_flush, "
-                                                    "incremental, hdf5)");
+                                                    "flush, incremental, hdf5)");
     if (!r.ok()) return r.error();
   }
   return o;

@@ -479,6 +479,21 @@ void Pool::memcpy_persist_mt(void* dst, const void* src, std::size_t len, unsign
   });
 }
 
+void Pool::memcpy_flush_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads) {
+  auto* d = static_cast<std::byte*>(dst);
+  auto* s = static_cast<const std::byte*>(src);
+  if (len < kParallelMin) {
+    std::memcpy(d, s, len);
+    return persist(d, len);
+  }
+  ParallelScope scope;
+  detail::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
+    std::memcpy(d + off, s + off, n);
+    ops_.flush(ctx_, d + off, n);
+    ops_.drain(ctx_);
+  });
+}
+
 // ---- in-memory images (used by the crash simulator, testing/crashsim) ----
 
 namespace {

@@ -111,6 +111,7 @@ class InPlace final : public Strategy {
   std::vector<DramBuffer> dram_;
   unsigned threads_ = 0;
   bool async_ = false;
+  bool flush_ = true;         // Options::flush
   int latest_slot_ = 0;       // slot of the latest version (0 before any commit)
   std::vector<char> handed_;  // per entry: handed over in this iteration
 
@@ -140,6 +141,7 @@ InPlace::~InPlace() {
 Result<void> InPlace::open(Layout& layout, const Options& options) {
   threads_ = options.threads;
   async_ = options.async_flush;
+  flush_ = options.flush;
   // The pool first: a state too large for the device fails here, before any
   // DRAM is reserved.
   auto s = SlotStore::open_or_create(options, layout, name());
@@ -213,6 +215,7 @@ void InPlace::hand_over(const Layout& layout, std::size_t entry) {
   if (handed_[entry]) return;
   handed_[entry] = 1;
   const Entry& e = layout.entries[entry];
+  if (e.dual && !flush_) return;  // Options::flush = false: measurement only
   Piece req{store_->slot(entry, target()), nullptr, e.bytes};
   if (!e.dual) {
     // Non-uniformly updated data: copy the DRAM working copy into the target

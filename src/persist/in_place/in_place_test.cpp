@@ -83,6 +83,45 @@ TEST_P(InPlace, RestoreOfDualRegionsCopiesNoBytes) {
   EXPECT_TRUE(matches(u->write(), kU, 3));  // the other slot still holds version 3
 }
 
+// Options::flush = false (seed 004 Fig. 12's "in-place without flushing",
+// for measurement): the dual regions' versions are not written back, the
+// plain region still is, and versions still survive the process (tmpfs page
+// cache), which is all this mode promises.
+TEST_P(InPlace, WithoutFlushingDualRegionsWriteNothingBack) {
+  constexpr std::size_t kU = 2u << 20, kP = 64 * 1024;
+  for (bool flush : {true, false}) {
+    Options o = options(flush ? "flushed" : "unflushed");
+    o.flush = flush;
+    std::uint64_t written = 0;
+    {
+      auto ctx = make(o);
+      auto* u = ctx->dual_region("u", kU).value();
+      auto* p = ctx->region("p", kP).value();
+      ASSERT_TRUE(ctx->open().ok());
+      for (std::uint64_t ver = 1; ver <= 3; ++ver) {
+        ASSERT_TRUE(ctx->begin().ok());
+        fill(u->write(), kU, ver);
+        fill(p->data(), kP, ver + 10);
+        ASSERT_EQ(ctx->commit().value(), ver);
+      }
+      written = ctx->stats().nvm_bytes_written;
+    }
+    if (flush) {
+      EXPECT_GE(written, 3 * (kU + kP));
+    } else {
+      EXPECT_GE(written, 3 * kP) << "plain regions are still copied";
+      EXPECT_LT(written, 3 * kP + kU / 2) << "dual regions must not be written back";
+    }
+    auto ctx = make(o);
+    auto* u = ctx->dual_region("u", kU).value();
+    auto* p = ctx->region("p", kP).value();
+    ASSERT_TRUE(ctx->open().ok());
+    ASSERT_EQ(ctx->restore().value(), 3u);
+    EXPECT_TRUE(matches(u->read(), kU, 3));
+    EXPECT_TRUE(matches(p->data(), kP, 13));
+  }
+}
+
 // Seed 004's Figure 8 loop, with a boundary the update does not touch (carried
 // over: the non-uniform case) and a plain region updated one element per
 // iteration (persisted by nt-copy), against the same computation in DRAM.

@@ -5,9 +5,8 @@
 //
 // The working view. The slot area of the committed slot is mapped MAP_PRIVATE
 // from the pool file; Region::data() points into that mapping. Reads hit the
-// committed NVM pages directly; the first write to a page makes the kernel
-// copy it into a private DRAM page, so the committed slot itself is never
-// written by the application.
+// NVM pages directly; the first write to a page makes the kernel copy it into
+// a private DRAM page, so no slot is ever written by the application.
 //
 // Commit v (durability order):
 //   1. copy every region's latest buffer into the other slot k with
@@ -15,15 +14,22 @@
 //      worker fences its own stores), and the pointer table of slot k;
 //   2. SlotStore::publish(v, k): drain, store the version word, persist it —
 //      the commit point. A crash before it leaves slot c (never written) as
-//      the committed version; after it, slot k;
-//   3. only then re-map the view MAP_PRIVATE|MAP_FIXED onto slot k at the same
-//      virtual address. Slot k now holds exactly what the view showed, so the
-//      application sees no change, pointers into the view stay valid, and the
-//      private pages are dropped.
-// Restore: re-map the view onto the committed slot (dropping uncommitted
-// writes) and relocate the registered pointers. No data is copied: the cost
-// is a few mmap calls plus one page fault per page holding a registered
-// pointer, whatever the state size.
+//      the committed version; after it, slot k.
+// The view is NOT re-mapped onto slot k: it already shows exactly slot k's
+// bytes. Its private pages were copied into slot k; its other pages still
+// show slot c, where they were never written since the view was mapped, and
+// slot k received those same bytes in step 1. So the invariant is "the view's
+// shared pages hold the same bytes in both slots", and it survives the next
+// commit too: that one writes slot c, copying each shared page onto itself.
+// Keeping the private pages makes a commit one copy (freeing them would cost
+// about half as much again) and spares the next iteration its copy-on-write
+// faults on pages it writes again, at the price of DRAM: up to one private
+// page per page of state, as during an iteration that writes all of it.
+// Restore: re-map the view onto the committed slot, which drops the private
+// pages, and relocate the registered pointers. No data is copied: in
+// a fresh process after a crash the cost is a few mmap calls plus one page
+// fault per page holding a registered pointer, whatever the state size; a
+// rollback in the same process also frees the private pages.
 //
 // Dual regions. Each of the two buffers is a private view of one slot: buffer
 // k of every dual region lives in a mapping of slot area k. The buffer a
@@ -36,13 +42,11 @@
 // mappings), which is harmless: that slot is not the committed one.
 //
 // Costs. Memory: a private 4 KiB DRAM page for every page written since the
-// last commit or restore (at most the size of the state), on top of the pool
-// file. Time: the first write to each page after a commit or restore is a
-// minor fault that copies the page (a microsecond or two each), the first read
-// a cheaper fault that maps the page-cache page; re-mapping frees the private
-// pages, which costs time in proportion to how many there are (a restore in a
-// fresh process after a crash has none). Reads through the view are not
-// charged by an emulated device, only the commit's writes into NVM are.
+// last restore (at most the size of the state), on top of the pool file.
+// Time: the first write to each page after a restore is a minor fault that
+// copies the page (a microsecond or two each), the first read a cheaper fault
+// that maps the page-cache page. Reads through the view are not charged by an
+// emulated device, only the commit's writes into NVM are.
 //
 // If the pool is not backed by a regular file that can be mapped (a pool over
 // a memory image), the working set falls back to DRAM copies: commit as
@@ -97,10 +101,9 @@ class Shadow final : public Strategy {
   unsigned threads_ = 0;
   int fd_ = -1;
   std::size_t map_bytes_ = 0;
-  std::byte* view_ = nullptr;            // plain regions: always the committed slot
+  std::byte* view_ = nullptr;            // plain regions: a view of slot c (see the top)
   std::byte* dual_view_[2] = {nullptr};  // dual buffer k: always slot k
   bool dram_ = false;                    // fallback: DRAM working set, copies
-  bool view_stale_ = false;              // a re-map failed after a commit point
   std::vector<std::unique_ptr<std::byte[], void (*)(std::byte*)>> owned_;
 };
 
@@ -209,9 +212,6 @@ Result<void> Shadow::open(Layout& layout, const Options& options) {
 Result<void> Shadow::commit(Layout& layout, std::uint64_t version) {
   if (auto r = store_->check_layout(); !r.ok())
     return make_error(r.error().code, r.error().message + " (refusing to overwrite it)");
-  if (view_stale_)
-    return make_error(Errc::not_ready,
-                      "the working view could not be re-mapped after the last commit; call restore() first");
   std::vector<PointerRecord> ptrs;
   if (auto r = layout.capture_pointers(ptrs); !r.ok()) return r;
   const int k = 1 - committed_slot();
@@ -233,20 +233,7 @@ Result<void> Shadow::commit(Layout& layout, std::uint64_t version) {
   store_->write_pointers_nodrain(k, ptrs);
   // 2. The commit point.
   store_->publish(version, k);
-  if (dram_) return {};
-
-  // 3. The view follows the committed slot. Same addresses: every pointer the
-  // application holds into the view stays valid; contents are identical.
-  auto p = map_slot(view_, k);
-  Result<std::byte*> d = dual_view_[k] != nullptr ? map_slot(dual_view_[k], k) : Result<std::byte*>(nullptr);
-  if (!p.ok() || !d.ok()) {
-    view_stale_ = true;
-    return make_error(Errc::io_error, "version " + std::to_string(version) +
-                                          " is committed, but the working view could not be re-mapped (" +
-                                          (p.ok() ? d.error().message : p.error().message) +
-                                          "); call restore() to continue from it");
-  }
-  return {};
+  return {};  // the view stays as it is: see the top
 }
 
 Result<void> Shadow::restore(Layout& layout) {
@@ -273,7 +260,6 @@ Result<void> Shadow::restore(Layout& layout) {
     auto d = map_slot(dual_view_[k], k);
     if (!d.ok()) return std::move(d).error();
   }
-  view_stale_ = false;
   point_regions(layout, c);
   return layout.apply_pointers(store_->read_pointers(c));
 }
