@@ -15,12 +15,15 @@
 //      everything is plain DRAM ("native", the baseline).
 //   4. fresh run: old storage of this name is removed, sim.initialize();
 //      --resume: restore() brings back the last committed version, including
-//      the counter, and the loop continues at the iteration after it.
+//      the counter, then sim.after_restore(), and the loop continues at the
+//      iteration after it.
 //   5. loop: sim.step(i) for i = start .. iterations-1, with begin() before
 //      the first step of a period and commit() after every --persist-every
-//      K steps (and after the last one). --crash-at N SIGKILLs the process at
-//      the start of iteration N, after the commits of the earlier ones.
-//   6. sim.verify(); the report prints the outcome, the verified quantity and
+//      K steps (and after the last one), sim.before_commit() right before
+//      each commit. --crash-at N SIGKILLs the process at the start of
+//      iteration N, after the commits of the earlier ones.
+//   6. (native runs: sim.before_commit() once, so the fields hold the final
+//      state) sim.verify(); the report prints the outcome, the verified quantity and
 //      a 64-bit checksum of every persisted field (runs compare bit for bit).
 //      Exit code: 0 verified, 1 verification failed, 2 bad options or error.
 //
@@ -39,6 +42,14 @@
 //   scratch  DRAM the app needs during a step but never persists (work
 //            vectors recomputed every iteration). Its contents at the start of
 //            a step are undefined after a restart: do not carry values in it.
+// State outside the fields (seed 001's linked lists of particles): an app
+// may keep part of its state in its own DRAM structures and mirror it in
+// plain fields. before_commit() copies it into them (timed as commit time;
+// also called once at the end of a native run, so the checksum covers the
+// final state); after_restore() rebuilds the structures from the restored
+// fields (timed as restore time; initialize() is not called on --resume).
+// Both default to doing nothing. Steps must then depend only on the fields
+// and those structures, never on values a restart would lose.
 // Buffer addresses may change between steps (swaps, restore): fetch them from
 // the Field inside step(), do not cache them across steps.
 //
@@ -79,6 +90,8 @@ struct RunOptions {
   std::uint64_t persist_every = 1;          // --persist-every K: commit every K iterations
   unsigned threads = 0;                     // --threads; 0 = hardware threads
   std::string device;                       // --device-profile, passed as persist::Options::device
+  bool sync_flush = false;                  // --sync-flush: in-place flushes at commit, no helper thread
+  bool no_flush = false;                    // --no-flush: in-place skips write-back (measurement only)
   std::string size;                         // --size: app-specific ("1024", or an NPB class "S", "W", "A", "B")
   std::optional<std::uint64_t> iterations;  // --iterations: override the app's default
   std::optional<std::uint64_t> crash_at;    // --crash-at N: SIGKILL at the start of iteration N
@@ -255,6 +268,10 @@ class Simulation {
   virtual void initialize(Team& team) = 0;
   // Iteration `iteration` (0-based). See the header comment for the rules.
   virtual void step(std::uint64_t iteration, Team& team) = 0;
+  // Optional, for state kept outside the fields (see the header comment):
+  // mirror it into the plain fields before a commit, rebuild it after a restore.
+  virtual void before_commit(Team& /*team*/) {}
+  virtual void after_restore(Team& /*team*/) {}
   // Optional text appended to progress lines (e.g. a residual). Must not
   // change any field.
   virtual std::string progress_note(Team& /*team*/) { return {}; }

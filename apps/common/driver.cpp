@@ -183,6 +183,8 @@ Result<void> Driver::attach() {
   po.dir = opt_.dir.empty() ? pool::default_pool_dir() : opt_.dir;
   po.device = opt_.device;
   po.threads = opt_.threads;
+  po.async_flush = !opt_.sync_flush;
+  po.flush = !opt_.no_flush;
   auto ctx = persist::Context::create(po);
   if (!ctx.ok()) return ctx.error();
   ctx_ = std::move(ctx.value());
@@ -321,6 +323,7 @@ void Driver::run_period(std::uint64_t first, std::uint64_t end) {
   meta_->iterations_done = end;
   if (ctx_) {
     auto t0 = Clock::now();
+    sim_.before_commit(team_);  // state kept outside the fields joins them
     auto v = ctx_->commit();
     if (!v.ok()) {
       std::fprintf(stderr, "%s: commit() failed: %s: %s\n", rep_.app.c_str(), errc_name(v.error().code),
@@ -348,6 +351,9 @@ Result<Report> Driver::run() {
   bind_initial();
   if (opt_.resume) {
     rep_.start_iteration = meta_->iterations_done;
+    const auto t0 = Clock::now();
+    sim_.after_restore(team_);  // rebuilds what the app keeps outside the fields
+    rep_.restore_seconds += seconds_since(t0);
   } else {
     meta_->magic = kMetaMagic;
     meta_->iterations_done = 0;
@@ -372,6 +378,7 @@ Result<Report> Driver::run() {
   }
   const std::uint64_t done = std::max(total, rep_.start_iteration);
   rep_.iterations = done;
+  if (!ctx_) sim_.before_commit(team_);  // the checksum covers the final state
   rep_.verification = sim_.verify(done, team_);
   std::uint64_t h = 0;
   for (const auto& s : state_)

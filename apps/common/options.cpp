@@ -15,6 +15,10 @@ void add_common_options(CLI::App& cli, RunOptions& o) {
   cli.add_option("--threads", o.threads, "Threads for compute and persistence (default: hardware threads)");
   cli.add_option("--device-profile", o.device,
                  "Device for the pool: real, emulated:PROFILE or a profile name (see `cairn device profiles`)");
+  cli.add_flag("--sync-flush", o.sync_flush,
+               "in-place: flush at commit on the compute threads instead of on a helper thread");
+  cli.add_flag("--no-flush", o.no_flush,
+               "in-place: skip writing back the new version (measurement only: not durable against power loss)");
   cli.add_option("--size", o.size, "Problem size (app-specific; NPB apps: class S, W, A or B)");
   cli.add_option("--iterations", o.iterations, "Number of iterations (default: the app's)");
   cli.add_option("--crash-at", o.crash_at,
@@ -46,6 +50,9 @@ Result<void> validate(RunOptions& o) {
   if (o.resume && o.strategy.empty())
     return make_error(Errc::invalid_argument,
                       "--resume needs the --strategy the interrupted run used: a native run keeps nothing");
+  if ((o.sync_flush || o.no_flush) && o.strategy != "in-place")
+    return make_error(Errc::invalid_argument, std::string(o.sync_flush ? "--sync-flush" : "--no-flush") +
+                                                  " applies to --strategy in-place only");
   if (o.threads == 0) o.threads = std::max(1u, std::thread::hardware_concurrency());
   if (o.name.find('/') != std::string::npos)
     return make_error(Errc::invalid_argument,
