@@ -23,7 +23,8 @@
 //   3. delete checkpoints other than v and the previous one (kept as the
 //      fallback should v later turn out damaged: media errors, truncation by
 //      a full disk elsewhere, an operator's mistake).
-// Open: stale *.ckpt.tmp files (a crash in step 1) are removed; checkpoints
+// Open: a checkpoint directory it creates is made durable (its parent is
+// fsynced); stale *.ckpt.tmp files (a crash in step 1) are removed; checkpoints
 // are checked newest first and the newest whose header, size and checksum
 // verify is the committed version. Skipped ones are recorded in warnings()
 // (and printed once to stderr, as the user would otherwise never know).
@@ -450,9 +451,26 @@ Result<void> FileCheckpoint::open(Layout& layout, const Options& options) {
         detail_access::data(*e.plain) = p;
     }
   }
+  // A directory created here is an entry of its parent: fsync each parent of
+  // a created directory too, or a power failure may take the directory away
+  // with every checkpoint committed into it (found by the crash explorer).
+  namespace fs = std::filesystem;
   std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
+  std::vector<fs::path> created;
+  fs::path p = fs::path(dir_).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  for (; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    created.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  ec.clear();
+  fs::create_directories(dir_, ec);
   if (ec) return io_error(dir_, "creating the checkpoint directory", ec.value());
+  for (const auto& d : created) {
+    const std::string parent = d.has_parent_path() ? d.parent_path().string() : ".";
+    Fd pfd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (pfd.fd < 0 || ::fsync(pfd.fd) != 0) return io_error(parent, "fsync of the new directory's parent", errno);
+  }
   dir_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd_ < 0) return io_error(dir_, "opening the checkpoint directory", errno);
   if (::access(dir_.c_str(), W_OK | X_OK) != 0) return io_error(dir_, "checking write access", errno);
