@@ -144,6 +144,27 @@ class Structure {
   virtual std::optional<std::uint64_t> blocks_in_use(const Version&) const { return std::nullopt; }
 };
 
+// A structure whose storage is not a cairn pool but one file that its own
+// library maps and persists (libpmemobj: workloads/undo_log.cpp). The harness
+// keeps its images as for a pool; the structure opens one as the file
+// `<dir>/<file_name()>`, a link to the image, and the library's mappings of it
+// and its persist calls (msync; libpmem's flushes and fences under adr and
+// eadr) are routed to the simulator by functions interposed in the executable
+// (mapped_file.hpp). The images are as large as the file create() made
+// (Workload::pool_size is not used).
+class FileStructure {
+ public:
+  virtual ~FileStructure() = default;
+  virtual std::string file_name() const = 0;
+  // In an empty directory: create the file, commit the first version, and
+  // close it (the file is then read back as the setup image).
+  virtual Result<void> create(const std::string& dir, Model& model, Rng& rng) = 0;
+  // Open the file in `dir` after a crash (or cleanly), recover, and report
+  // the content; the file stays open for step() until destruction.
+  virtual Result<Version> recover(const std::string& dir) = 0;
+  virtual Result<void> step(Model& model, Rng& rng) = 0;
+};
+
 struct Workload {
   std::string name;
   std::string description;
@@ -153,6 +174,8 @@ struct Workload {
   // A deliberately broken variant: the harness must find a failing state.
   bool broken = false;
   std::function<std::unique_ptr<Structure>()> make;
+  // Instead of `make`: a structure on a file its own library maps.
+  std::function<std::unique_ptr<FileStructure>()> make_file;
 };
 
 struct Options {

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,6 +27,7 @@
 #include "testing/crashsim/checker.hpp"
 #include "testing/crashsim/enumerate.hpp"
 #include "testing/crashsim/image.hpp"
+#include "testing/crashsim/mapped_file.hpp"
 #include "testing/crashsim/sim_device.hpp"
 #include "testing/temp_dir.hpp"
 
@@ -54,11 +56,27 @@ devices::FlushMode flush_mode_for(Durability d) {
   return d == Durability::msync ? devices::FlushMode::msync : devices::FlushMode::cpu;
 }
 
-// Creates a pool with the workload's first version and returns its bytes.
+// Creates a pool (or the file structure's file) with the workload's first
+// version and returns its bytes.
 Result<std::vector<std::byte>> build_setup(const Workload& w, const Options& o, Model& model) {
   TempDir dir;
-  const std::string path = dir.file("setup.pool");
-  {
+  std::string path = dir.file("setup.pool");
+  std::uint64_t size = w.pool_size;
+  if (w.make_file) {
+    auto st = w.make_file();
+    path = dir.file(st->file_name());
+    Rng rng(mix_seed(o.seed, 0x5e7u));
+    auto made = st->create(dir.path(), model, rng);
+    if (!made.ok())
+      return make_error(made.error().code, "setup: FileStructure::create failed: " + made.error().message);
+    if (model.empty() || model.in_flight() != nullptr)
+      return make_error(Errc::invalid_argument,
+                        "setup: FileStructure::create must commit one version (model.begin/end)");
+    // The images are as large as the file the structure made.
+    std::error_code ec;
+    size = std::filesystem::file_size(path, ec);
+    if (ec || size == 0) return make_error(Errc::io_error, "setup: " + path + ": " + (ec ? ec.message() : "empty"));
+  } else {
     pool::CreateOptions co;
     co.size = w.pool_size;
     co.block_size = w.block_size;
@@ -72,12 +90,60 @@ Result<std::vector<std::byte>> build_setup(const Workload& w, const Options& o, 
     if (model.empty() || model.in_flight() != nullptr)
       return make_error(Errc::invalid_argument, "setup: Structure::create must commit one version (model.begin/end)");
   }
-  std::vector<std::byte> bytes(w.pool_size);
+  std::vector<std::byte> bytes(size);
   std::ifstream in(path, std::ios::binary);
   in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   if (!in) return make_error(Errc::io_error, "setup: cannot read back " + path);
   return bytes;
 }
+
+// What a run works on: a pool over the working image with its Structure, or
+// a file structure whose own library maps the working image (as a file).
+class Session {
+ public:
+  virtual ~Session() = default;
+  virtual Result<Version> recover() = 0;
+  virtual Result<void> step(Model& model, Rng& rng) = 0;
+  virtual void marker(devices::Marker m, const char* label) = 0;
+};
+
+class PoolSession final : public Session {
+ public:
+  PoolSession(std::unique_ptr<pool::Pool> pool, std::unique_ptr<Structure> st)
+      : pool_(std::move(pool)), st_(std::move(st)) {}
+  Result<Version> recover() override { return st_->recover(*pool_); }
+  Result<void> step(Model& model, Rng& rng) override { return st_->step(*pool_, model, rng); }
+  void marker(devices::Marker m, const char* label) override { pool_->marker(m, label); }
+
+ private:
+  std::unique_ptr<pool::Pool> pool_;
+  std::unique_ptr<Structure> st_;
+};
+
+// The device is bound when the library maps the file (FileWatch); the
+// structure is destroyed first, so the library closes while it is watched.
+class FileSession final : public Session {
+ public:
+  FileSession(std::unique_ptr<SimDevice> dev, std::unique_ptr<FileWatch> watch, std::unique_ptr<FileStructure> st,
+              std::string dir)
+      : dev_(std::move(dev)), watch_(std::move(watch)), st_(std::move(st)), dir_(std::move(dir)) {}
+  Result<Version> recover() override { return checked(st_->recover(dir_)); }
+  Result<void> step(Model& model, Rng& rng) override { return checked(st_->step(model, rng)); }
+  void marker(devices::Marker m, const char* label) override {
+    if (watch_->mapped()) dev_->marker(m, label);
+  }
+
+ private:
+  template <class T>
+  Result<T> checked(Result<T> r) {
+    if (r.ok() && !watch_->problem().empty()) return make_error(Errc::io_error, "crashsim: " + watch_->problem());
+    return r;
+  }
+  std::unique_ptr<SimDevice> dev_;
+  std::unique_ptr<FileWatch> watch_;
+  std::unique_ptr<FileStructure> st_;
+  std::string dir_;
+};
 
 struct Deferred {
   std::uint64_t id = 0;
@@ -95,8 +161,12 @@ struct RunState {
   std::optional<CrashKey> only;
   bool stop = false;
   std::size_t size = 0;
-  std::unique_ptr<Level> nested;  // images of depth 2, reused
-  void* result_page = nullptr;    // forked checks write their outcome here
+  std::unique_ptr<Level> nested;      // images of depth 2, reused
+  void* result_page = nullptr;        // forked checks write their outcome here
+  std::unique_ptr<ImageLinks> links;  // file workloads: the images as files
+  // File workloads: a process with no pool open checks the crash images
+  // (libpmemobj opens a pool, by its UUID, once per process).
+  std::unique_ptr<CheckServer> server;
 };
 
 class Explorer {
@@ -106,17 +176,16 @@ class Explorer {
   // Depth 1: the workload's steps on a pool whose image is `setup`.
   void run_workload(Model& model) {
     model_ = &model;
-    auto pool = open_tracked();
-    if (!pool) return;
-    auto st = rs_.workload->make();
-    auto v = st->recover(*pool);
+    auto session = open_tracked();
+    if (!session) return;
+    auto v = session->recover();
     if (!v.ok()) return harness_failure("clean recovery right after setup failed: " + v.error().message);
     if (auto why = match_version(v.value(), model.expect()); !why.empty())
       return harness_failure("clean recovery right after setup: " + why);
     arm();
     Rng rng(mix_seed(rs_.options.seed, 0x57e95u));
     for (unsigned i = 0; i < rs_.key.steps && !rs_.stop; ++i) {
-      auto r = st->step(*pool, model, rng);
+      auto r = session->step(model, rng);
       if (!r.ok()) {
         harness_failure("workload step " + std::to_string(i + 1) + " failed: " + r.error().message);
         break;
@@ -130,30 +199,30 @@ class Explorer {
   void run_recovery(const Expect& expect, std::uint64_t seed) {
     fixed_expect_ = expect;
     in_recovery_ = true;
-    auto pool = open_tracked();
-    if (!pool) return;
+    auto session = open_tracked();
+    if (!session) return;
     arm();
-    pool->marker(devices::Marker::recovery_begin, "recovery begins");
-    auto st = rs_.workload->make();
-    auto v = st->recover(*pool);
+    session->marker(devices::Marker::recovery_begin, "recovery begins");
+    auto v = session->recover();
     if (!v.ok()) {
       finish();
       return;  // the depth-1 check of this image reports recovery failures
     }
-    pool->marker(devices::Marker::recovery_end, "recovery ended");
+    session->marker(devices::Marker::recovery_end, "recovery ended");
     in_recovery_ = false;
     extend_model_ = Model(v.value());
     model_ = &extend_model_;
     Rng rng(seed);
     for (unsigned i = 0; i < rs_.key.extend_ops && !rs_.stop; ++i) {
-      auto r = st->step(*pool, extend_model_, rng);
+      auto r = session->step(extend_model_, rng);
       if (!r.ok()) break;  // reported by the depth-1 check's condition 3
     }
     finish();
   }
 
  private:
-  std::unique_ptr<pool::Pool> open_tracked() {
+  std::unique_ptr<Session> open_tracked() {
+    if (rs_.workload->make_file) return open_file();
     SimDevice::Config c;
     c.durability = rs_.options.durability;
     c.durable = lv_.durable->alias();
@@ -169,7 +238,31 @@ class Explorer {
       dev_ = nullptr;
       return nullptr;
     }
-    return std::move(pool.value());
+    return std::make_unique<PoolSession>(std::move(pool.value()), rs_.workload->make());
+  }
+
+  // A file workload: the structure opens the working image as a file; the
+  // device tracks the library's own mapping (it is bound when that is made).
+  std::unique_ptr<Session> open_file() {
+    auto st = rs_.workload->make_file();
+    auto dir = rs_.links->dir_for(*lv_.work, st->file_name());
+    if (!dir.ok()) {
+      harness_failure(dir.error().message);
+      return nullptr;
+    }
+    SimDevice::Config c;
+    c.durability = rs_.options.durability;
+    c.durable = lv_.durable->alias();
+    c.track_writes = true;
+    auto dev = std::make_unique<SimDevice>(c);
+    dev_ = dev.get();
+    auto watch = std::make_unique<FileWatch>(lv_.work->fd(), rs_.size, rs_.options.durability, dev.get());
+    if (!watch->ok()) {
+      harness_failure("cannot watch the working image's file (too many watches?)");
+      dev_ = nullptr;
+      return nullptr;
+    }
+    return std::make_unique<FileSession>(std::move(dev), std::move(watch), std::move(st), dir.value());
   }
 
   void arm() {
@@ -265,7 +358,10 @@ class Explorer {
     }
     sync_scratch(base, live);
     std::vector<std::uint64_t> picks;
-    if (depth_ == 1 && o.depth2_per_point > 0 && !rs_.only) picks = en.depth2_picks(o.depth2_per_point);
+    // Not for file workloads: the depth-2 run would open a second copy of the
+    // pool in this process, which libpmemobj refuses (one pool per UUID).
+    if (depth_ == 1 && o.depth2_per_point > 0 && !rs_.only && !rs_.workload->make_file)
+      picks = en.depth2_picks(o.depth2_per_point);
     std::uint64_t lo = 0, hi = count;
     if (rs_.only) {
       lo = depth_ == 1 ? rs_.only->subset : rs_.only->subset2;
@@ -297,7 +393,7 @@ class Explorer {
       }
       const bool deepen_this =
           depth_ == 1 && (rs_.only ? rs_.only->depth2 : std::find(picks.begin(), picks.end(), s) != picks.end());
-      if (deepen_this) deepen(id, s, units, base, e);
+      if (deepen_this && !rs_.workload->make_file) deepen(id, s, units, base, e);
     }
   }
 
@@ -343,6 +439,8 @@ class Explorer {
   void restore(const std::byte* base) {
     std::byte* s = lv_.scratch->alias();
     for (std::uint32_t p : patched_) copy_page(s, base, p);
+    for (std::uint32_t p : file_written_) copy_page(s, base, p);
+    file_written_.clear();
     WriteTracker& t = lv_.scratch->tracker();
     const std::size_t n = t.learned_count();
     for (std::size_t i = 0; i < n; ++i) copy_page(s, base, t.learned(i));
@@ -354,6 +452,14 @@ class Explorer {
     cfg.extend_ops = rs_.key.extend_ops;
     const std::uint64_t seed = depth_ == 1 ? mix_seed(rs_.key.seed, id, s, 0xc4ec)
                                            : mix_seed(rs_.key.seed, mix_seed(rs_.key.point, rs_.key.subset), id, s);
+    if (rs_.workload->make_file) {
+      // Always in-process: the library maps the image shared, so a forked
+      // child's writes would reach it anyway.
+      auto dir = rs_.links->dir_for(*lv_.scratch, rs_.workload->make_file()->file_name());
+      if (!dir.ok()) return CheckOutcome{false, dir.error().message, 0};
+      return rs_.server->check(lv_.scratch->fd(), rs_.size, dir.value(), rs_.options.durability, cfg.extend_ops, e,
+                               seed, file_written_);
+    }
     const Opener open = image_opener(lv_.scratch->view(), rs_.size, rs_.options.durability);
     if (rs_.options.forked && depth_ == 1) return check_forked(open, cfg, e, seed);
     return check_state(open, cfg, e, seed);
@@ -435,7 +541,7 @@ class Explorer {
   bool resync_all_ = false;
   UnitSet units_;
   std::vector<std::uint8_t> choices_;
-  std::vector<std::uint32_t> patched_, pages_;
+  std::vector<std::uint32_t> patched_, pages_, file_written_;
   std::vector<Deferred> deferred_;
   std::unordered_set<std::uint64_t> seen_;
   std::unordered_map<std::uint64_t, unsigned> stack_seen_;
@@ -455,6 +561,7 @@ Report run_once(const Workload& w, const Options& o) {
   rs.key.seed = o.seed;
   rs.key.steps = o.steps != 0 ? o.steps : w.steps;
   rs.key.extend_ops = o.extend_ops;
+  if (w.make_file) rs.links = std::make_unique<ImageLinks>();
   rep.steps = rs.key.steps;
   rep.random_subsets = o.random_subsets;
   if (!o.only_key.empty()) {
@@ -471,6 +578,7 @@ Report run_once(const Workload& w, const Options& o) {
     rep.failures.push_back(Failure{format_key(rs.key) + "(setup)", setup.error().message});
     return rep;
   }
+  rs.size = setup.value().size();
   auto lv = make_level(rs.size);
   if (!lv.ok()) {
     rep.failures.push_back(Failure{format_key(rs.key) + "(setup)", lv.error().message});
@@ -478,6 +586,15 @@ Report run_once(const Workload& w, const Options& o) {
   }
   for (Image* img : {lv.value().work.get(), lv.value().durable.get(), lv.value().scratch.get()})
     std::memcpy(img->alias(), setup.value().data(), rs.size);
+  if (w.make_file) {
+    // Before the run opens the working image: the server must not have it open.
+    auto server = CheckServer::start(w);
+    if (!server.ok()) {
+      rep.failures.push_back(Failure{format_key(rs.key) + "(setup)", server.error().message});
+      return rep;
+    }
+    rs.server = std::move(server.value());
+  }
   {
     Explorer top(rs, lv.value(), 1);
     top.run_workload(model);

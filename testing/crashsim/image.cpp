@@ -112,13 +112,17 @@ void WriteTracker::stop() {
 bool WriteTracker::on_fault(std::uintptr_t addr) {
   const auto b = reinterpret_cast<std::uintptr_t>(base_);
   if (addr < b || addr >= b + pages_ * kPage) return false;
-  const auto p = static_cast<std::uint32_t>((addr - b) / kPage);
+  learn(static_cast<std::uint32_t>((addr - b) / kPage));
+  return true;
+}
+
+void WriteTracker::learn(std::uint32_t p) {
+  if (p >= pages_) return;
   const std::uint64_t bit = std::uint64_t{1} << (p % 64);
   if ((bits_[p / 64].fetch_or(bit, std::memory_order_acq_rel) & bit) == 0) {
     learned_[learned_n_.fetch_add(1, std::memory_order_acq_rel)] = p;
   }
-  protect(p, 1, true);
-  return true;
+  if (started_) protect(p, 1, true);
 }
 
 Result<std::unique_ptr<Image>> Image::create(std::size_t size, const char* name) {
@@ -126,7 +130,9 @@ Result<std::unique_ptr<Image>> Image::create(std::size_t size, const char* name)
   img->size_ = (size + kPage - 1) / kPage * kPage;
   img->fd_ = memfd_create(name, MFD_CLOEXEC);
   if (img->fd_ < 0) return make_error(Errc::io_error, std::string("memfd_create: ") + std::strerror(errno));
-  if (ftruncate(img->fd_, static_cast<off_t>(img->size_)) != 0)
+  // The file is `size` bytes (a file workload's library checks its size);
+  // the mappings cover whole pages.
+  if (ftruncate(img->fd_, static_cast<off_t>(size)) != 0)
     return make_error(Errc::io_error, std::string("ftruncate of a memfd: ") + std::strerror(errno));
   for (std::byte** v : {&img->view_, &img->alias_}) {
     void* p = mmap(nullptr, img->size_, PROT_READ | PROT_WRITE, MAP_SHARED, img->fd_, 0);

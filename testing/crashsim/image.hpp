@@ -55,6 +55,10 @@ class WriteTracker {
   template <class Clean>
   void forget_clean(Clean&& clean);
 
+  // Learns `page` as if the program had written it (it stays writable): for
+  // pages written through another mapping of the same bytes.
+  void learn(std::uint32_t page);
+
   // Called by the fault handler (async-signal-safe).
   bool on_fault(std::uintptr_t addr);
 

@@ -86,10 +86,14 @@ class SimDevice final : public devices::Device {
   void end_point();
   std::uint64_t points() const { return points_; }
   Durability durability() const { return config_.durability; }
+  // The tracker of the bound mapping (the caller's or the device's own), or null.
+  WriteTracker* tracker() const { return tracker_; }
 
   // ---- valid inside the hook (the device lock is held) ----
   void pending(UnitSet& out);
-  const std::byte* durable() const { return durable_; }
+  // Before bind (a file workload's device waits for the library to map the
+  // file): the caller's durable image, with nothing pending.
+  const std::byte* durable() const { return durable_ != nullptr ? durable_ : config_.durable; }
   const std::byte* working() const { return base_; }
   std::size_t size() const { return size_; }
   // Increases whenever the durable image changes.

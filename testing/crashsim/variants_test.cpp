@@ -10,8 +10,10 @@ namespace {
 
 std::vector<std::string> broken_names() {
   std::vector<std::string> out;
+  // File workloads' variants need interpose.cpp, which this executable does
+  // not link: undo_log_crash_test.cpp tests them.
   for (const Workload* w : workloads())
-    if (w->broken) out.push_back(w->name);
+    if (w->broken && !w->make_file) out.push_back(w->name);
   return out;
 }
 

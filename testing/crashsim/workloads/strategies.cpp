@@ -17,9 +17,9 @@
 //   shadow                the slot protocol is the same as with a file-backed
 //                         view, but a simulator pool has no file to map privately,
 //                         so the working view is shadow's DRAM fallback.
-//   undo-log, file        do not run on a cairn pool (libpmemobj's own pool;
-//                         files): they are covered by real kills (conformance test)
-//                         and corruption tests instead.
+//   undo-log, file        do not run on a cairn pool: undo-log (libpmemobj's own
+//                         pool) has its own workload, workloads/undo_log.cpp, and
+//                         file its own explorer of file-system states, fs_*.cpp.
 #include <cstring>
 
 #include "cairn/persist.hpp"

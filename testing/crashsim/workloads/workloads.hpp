@@ -13,5 +13,8 @@ std::vector<Workload> ref_array_workloads();
 std::vector<Workload> pool_publish_workloads();
 // The pool-based persistence strategies (persist::Context on the harness's pool).
 std::vector<Workload> strategy_workloads();
+// The undo-log strategy: libpmemobj on its own pool file, one of the harness's
+// images (a FileStructure), and its broken variants.
+std::vector<Workload> undo_log_workloads();
 
 }  // namespace cairn::testing::crashsim::builtin
