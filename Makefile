@@ -25,14 +25,17 @@ build: release
 demo: release
 	scripts/demo.sh build/release
 
-# The crash suite runs twice: a 10^5-state sample under the sanitizers, and
-# the full 10^6 states (plus 10^5 per strategy) in the release build, where
-# the harness is about ten times faster.
+# The crash suites run twice: a 10^5-state sample under the sanitizers, and
+# the full 10^6 states (plus 10^5 per pool strategy, 10^5 file-system states
+# for `file`, 2*10^4 for undo-log) in the release build, where the harness is
+# about ten times faster. Under the sanitizers undo-log runs only its broken
+# variants: each of its states costs two libpmemobj opens (~0.3 s there).
+CRASH_TESTS = crashsim_suite_test crashsim_fs_test crashsim_undo_log_test
 test: debug
 	@scripts/check-format.sh
-	CAIRN_CRASH_STATES=100000 ctest --preset debug
+	CAIRN_CRASH_STATES=100000 ctest --preset debug -E '^Crash/UndoLog\.'
 	cmake --preset release >/dev/null
-	cmake --build --preset release -j $(JOBS) --target crashsim_suite_test
+	cmake --build --preset release -j $(JOBS) --target $(CRASH_TESTS)
 	ctest --preset release -R '^Crash/'
 
 test-tsan: tsan
