@@ -56,7 +56,7 @@ Traits traits_of(const std::string& strategy) {
             "libpmemobj flushes by itself: not charged by the emulated device; NVM bytes are cairn's estimate; "
             "commit includes the next iteration's snapshot (pmemobj_tx_add_range)"};
   if (strategy == "shadow")
-    return {true, true, false, 2, 1, "copy-on-write view: commit also drops its private pages and re-maps it"};
+    return {true, true, false, 2, 1, "copy-on-write view: commit is one copy (the view already shows the new slot)"};
   if (strategy == "file")
     return {false, false, false, 3, 1, "checkpoint files (pwrite, fsync, rename): not charged by the emulated device"};
   if (strategy == "dram-cache")

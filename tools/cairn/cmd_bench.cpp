@@ -1,20 +1,27 @@
-// cmd_bench.cpp — `cairn bench NAME`: the experiments of src/experiments/, one subcommand each.
+// cmd_bench.cpp — `cairn bench NAME`: the experiments of src/experiments/ and apps/experiments/, one subcommand each.
 //
 // An experiment lives in src/experiments/NAME_bench.{hpp,cpp} (run, print,
-// write JSON) and is exposed here by one add_NAME() that registers its
-// subcommand under `bench`; add the call to add_bench_commands() at the end.
+// write JSON) — or in apps/experiments/ when it runs proxy applications, since
+// src/ does not depend on apps/ — and is exposed here by one add_NAME() that
+// registers its subcommand under `bench`; add the call to
+// add_bench_commands() at the end.
 // Conventions shared by all of them: progress on stderr (--quiet silences
 // it), the table on stdout, --json FILE for the same data; exit status 0
 // measured (whatever the numbers), 1 measured but some part failed with an
 // error, 2 bad option or nothing could be measured.
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "apps/experiments/fig12_bench.hpp"
+#include "apps/experiments/seed001_bench.hpp"
+#include "apps/experiments/seed003_bench.hpp"
 #include "commands.hpp"
 #include "experiments/bench_util.hpp"
 #include "experiments/strategies_bench.hpp"
+#include "experiments/stream_bench.hpp"
 
 namespace cairn::tool {
 namespace {
@@ -84,12 +91,185 @@ void add_strategies(CLI::App& bench) {
   });
 }
 
+// "1,2" → {1, 2}.
+Result<std::vector<unsigned>> parse_threads(const std::string& text) {
+  std::vector<unsigned> out;
+  for (const auto& item : experiments::split_list(text)) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(item.c_str(), &end, 10);
+    if (*end != '\0' || v == 0 || v > 256)
+      return make_error(Errc::invalid_argument, "--threads '" + text + "': give thread counts from 1 to 256, e.g. 1,2");
+    out.push_back(static_cast<unsigned>(v));
+  }
+  if (out.empty()) return make_error(Errc::invalid_argument, "--threads: give at least one thread count");
+  return out;
+}
+
+void add_fig12(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("fig12",
+                                   "Seed 004 Fig. 12: overhead of persisting at every iteration (native, nt-copy "
+                                   "checkpoint, in-place without / with flushing / with the helper thread, undo-log)");
+  cmd->footer(
+      "Runs each app (in-process, quiet, a fresh pool per run in a scratch directory under /dev/shm) with every\n"
+      "variant, --repeats times, under each device profile and thread count, and reports the median time per\n"
+      "iteration ((compute + commit) / iterations) and the overhead against native measured in the same run.\n"
+      "Goals (issue 5): in-place (helper thread) overhead <= 2 % median and <= 5 % max across the apps; undo-log\n"
+      "overhead / in-place overhead >= 10. Every run must pass its app's verification and end with the same\n"
+      "checksum as the other runs of the app.\n"
+      "Default sizes: npb-cg and npb-mg class A, jacobi 2048x2048 for 100 iterations, sph simsmall for 40\n"
+      "frames (see --size).\n"
+      "Exit status: 0 measured, 1 some run failed (error, verification or checksum), 2 bad option.");
+  struct Args {
+    std::string apps, variants, profiles = "dram,quartz-1/8", threads = "1", npb_class, sizes, dir, json;
+    int repeats = 3;
+    bool quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--apps", args->apps,
+                  "Comma-separated apps (default npb-cg,npb-mg,jacobi, and sph when built); known: " +
+                      apps::experiments::app_names());
+  cmd->add_option("--variants", args->variants,
+                  "Comma-separated variants (default all): native, nt-copy, in-place-no-flush, in-place-sync, "
+                  "in-place, undo-log; native is always measured");
+  cmd->add_option("--profiles", args->profiles, "Comma-separated device profiles (default dram,quartz-1/8)");
+  cmd->add_option("--threads,-t", args->threads,
+                  "Comma-separated app thread counts (default 1: one app thread, the helper on the other core)");
+  cmd->add_option("--class", args->npb_class, "NPB class for npb-cg and npb-mg (S, W, A, B; default A)");
+  cmd->add_option("--size", args->sizes, "Per-app size overrides APP=SIZE[:ITERATIONS],... (e.g. jacobi=512:100)");
+  cmd->add_option("--repeats,-r", args->repeats, "Runs per cell; medians are reported (default 3)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--dir", args->dir, "Base directory for the scratch pools (default /dev/shm)");
+  cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
+  cmd->callback([args] {
+    apps::experiments::Fig12Options o;
+    o.apps = experiments::split_list(args->apps);
+    o.variants = experiments::split_list(args->variants);
+    o.profiles = experiments::split_list(args->profiles);
+    auto threads = parse_threads(args->threads);
+    if (!threads.ok()) return fail("fig12", threads.error());
+    o.threads = threads.value();
+    o.npb_class = args->npb_class;
+    o.sizes = args->sizes;
+    o.repeats = args->repeats;
+    o.dir = args->dir;
+    auto report = apps::experiments::run_fig12_bench(o, args->quiet ? nullptr : &std::cerr);
+    if (!report.ok()) return fail("fig12", report.error());
+    apps::experiments::print_fig12_report(report.value(), std::cout);
+    if (!args->json.empty())
+      if (auto w = apps::experiments::write_fig12_json(report.value(), args->json); !w.ok())
+        return fail("fig12", w.error());
+    exit_code() = report.value().failed_runs ? kExitPartFailed : kExitOk;
+  });
+}
+
+void add_seed003(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand(
+      "seed003",
+      "Seed 003: the Jacobi stream-function kernel and the sharpening stencil with arrays in DRAM vs in the pool, "
+      "without and with persistence at every iteration");
+  cmd->footer(
+      "Runs the jacobi app's two kernels (in-process, quiet, a fresh pool per run under /dev/shm): native (DRAM),\n"
+      "in the pool without persistence (in-place, no write-back), in-place, nt-copy, shadow (reads from the\n"
+      "pool's pages) and undo-log, --repeats times under each device profile; reports the median time per\n"
+      "iteration and the ratio to native measured in the same run.\n"
+      "Default sizes: jacobi 2048x2048, 100 iterations; sharpen 2048x2048 image in 32 bands (see --size).\n"
+      "Exit status: 0 measured, 1 some run failed (error, verification or checksum), 2 bad option.");
+  struct Args {
+    std::string variants, profiles = "dram,optane-dcpmm", sizes, dir, json;
+    unsigned threads = 0;
+    int repeats = 3;
+    bool quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--variants", args->variants,
+                  "Comma-separated variants (default all): native, pool-no-persist, in-place, nt-copy, shadow, "
+                  "undo-log; native is always measured");
+  cmd->add_option("--profiles", args->profiles, "Comma-separated device profiles (default dram,optane-dcpmm)");
+  cmd->add_option("--threads,-t", args->threads, "App threads (default: all hardware threads)");
+  cmd->add_option("--size", args->sizes,
+                  "Size overrides jacobi=N[:ITERATIONS],jacobi-sharpen=N[:BANDS] (e.g. jacobi=512:100)");
+  cmd->add_option("--repeats,-r", args->repeats, "Runs per row; medians are reported (default 3)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--dir", args->dir, "Base directory for the scratch pools (default /dev/shm)");
+  cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
+  cmd->callback([args] {
+    apps::experiments::Seed003Options o;
+    o.variants = experiments::split_list(args->variants);
+    o.profiles = experiments::split_list(args->profiles);
+    o.threads = args->threads;
+    o.sizes = args->sizes;
+    o.repeats = args->repeats;
+    o.dir = args->dir;
+    auto report = apps::experiments::run_seed003_bench(o, args->quiet ? nullptr : &std::cerr);
+    if (!report.ok()) return fail("seed003", report.error());
+    apps::experiments::print_seed003_report(report.value(), std::cout);
+    if (!args->json.empty())
+      if (auto w = apps::experiments::write_seed003_json(report.value(), args->json); !w.ok())
+        return fail("seed003", w.error());
+    exit_code() = report.value().failed_runs ? kExitPartFailed : kExitOk;
+  });
+}
+
+void add_stream(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("stream",
+                                   "STREAM copy/scale/add/triad on DRAM and on pool memory, without and with "
+                                   "persisting after each kernel (seed 003)");
+  cmd->footer(
+      "Three arrays of --size bytes each (default 4x the last-level cache, at least 64 MiB) in DRAM, then in a\n"
+      "cairn pool in the default pool directory (or --dir) under each device profile, with no persistence,\n"
+      "with a flush of the written array after each kernel, and with non-temporal stores. Reports GB/s\n"
+      "(medians of --repeats passes after one untimed pass) and the ratio to DRAM; checks the arrays against\n"
+      "STREAM's expected values.\n"
+      "Exit status: 0 measured, 1 a configuration failed, 2 bad option.");
+  struct Args {
+    std::string size, profiles = "dram,optane-dcpmm,quartz-1/8", dir, json;
+    unsigned threads = 0;
+    int repeats = 3;
+    bool quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--size,-s", args->size, "Bytes per array, with K, M or G suffix (default 4x the last-level cache)");
+  cmd->add_option("--threads,-t", args->threads, "Threads (default: all hardware threads)");
+  cmd->add_option("--repeats,-r", args->repeats, "Timed passes; medians are reported (default 3)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--profiles", args->profiles,
+                  "Comma-separated device profiles (default dram,optane-dcpmm,quartz-1/8)");
+  cmd->add_option("--dir", args->dir, "Directory for the pool (default $CAIRN_POOL_DIR, else /dev/shm/cairn)");
+  cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
+  cmd->callback([args] {
+    experiments::StreamBenchOptions o;
+    if (!args->size.empty()) {
+      auto size = experiments::parse_size(args->size);
+      if (!size.ok()) return fail("stream", size.error());
+      o.array_bytes = size.value();
+    }
+    o.threads = args->threads;
+    o.repeats = args->repeats;
+    o.profiles = experiments::split_list(args->profiles);
+    o.dir = args->dir;
+    auto report = experiments::run_stream_bench(o, args->quiet ? nullptr : &std::cerr);
+    if (!report.ok()) return fail("stream", report.error());
+    experiments::print_stream_report(report.value(), std::cout);
+    if (!args->json.empty())
+      if (auto w = experiments::write_stream_json(report.value(), args->json); !w.ok())
+        return fail("stream", w.error());
+    exit_code() = report.value().failed ? kExitPartFailed : kExitOk;
+  });
+}
+
 }  // namespace
 
 void add_bench_commands(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Experiments: run one, print its table, optionally write JSON");
   bench->require_subcommand(1);
   add_strategies(*bench);
+  add_fig12(*bench);
+  add_seed003(*bench);
+  add_stream(*bench);
+  apps::experiments::add_seed001_command(*bench);
 }
 
 }  // namespace cairn::tool

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""plot.py — PNG figures from the JSON that `cairn bench NAME --json FILE` writes.
+
+Usage:
+  python3 bench/plot.py fig12   fig12.json   fig12.png     overhead per strategy (seed 004 Fig. 12)
+  python3 bench/plot.py seed003 seed003.json seed003.png   time per iteration vs native (seed 003)
+  python3 bench/plot.py stream  stream.json  stream.png    STREAM bandwidth per memory and persistence
+  python3 bench/plot.py threads fig10.json   fig10.png     throughput vs threads (e.g. seed 001 Fig. 10)
+
+fig12 and seed003 read the "rows" the app experiments write (profile, threads,
+app, variant, label, time_per_iteration_ms, overhead_pct, vs_baseline,
+verified_runs); one panel per device profile and thread count, one group of
+bars per app, one bar per variant. A bar of a variant with a failed run is
+hatched.
+
+threads reads any {"rows": [{"threads": T, "variant": V, "throughput": X,
+"oversubscribed": bool}, ...]} (optional "unit" at the top level): one line
+per variant; oversubscribed points (more threads than cores) are drawn hollow
+and the region is shaded.
+
+Only matplotlib is needed (the Agg backend: no display).
+"""
+import json
+import os
+import sys
+
+try:
+    import matplotlib
+except ImportError:
+    # A python3 first on PATH (pyenv, a venv) may lack the Debian package
+    # python3-matplotlib, which the system interpreter has: use that one.
+    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3"):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    raise
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def panels(rows):
+    """(profile, threads) pairs in the order they appear."""
+    seen = []
+    for r in rows:
+        key = (r.get("profile", ""), r.get("threads", 0))
+        if key not in seen:
+            seen.append(key)
+    return seen
+
+
+def ordered(rows, field):
+    out = []
+    for r in rows:
+        if r[field] not in out:
+            out.append(r[field])
+    return out
+
+
+def grouped_bars(ax, rows, value, ylabel, baseline_line):
+    apps = ordered(rows, "app")
+    variants = [v for v in ordered(rows, "variant")]
+    labels = {r["variant"]: r.get("label", r["variant"]) for r in rows}
+    width = 0.8 / max(1, len(variants))
+    cmap = plt.get_cmap("tab10")
+    for k, v in enumerate(variants):
+        xs, ys, bad = [], [], []
+        for i, app in enumerate(apps):
+            match = [r for r in rows if r["app"] == app and r["variant"] == v]
+            if not match:
+                continue
+            r = match[0]
+            xs.append(i + (k - (len(variants) - 1) / 2) * width)
+            ys.append(value(r))
+            bad.append(r.get("verified_runs", 1) < r.get("runs", 1))
+        bars = ax.bar(xs, ys, width, label=labels[v], color=cmap(k % 10))
+        for b, is_bad in zip(bars, bad):
+            if is_bad:
+                b.set_hatch("xx")
+    ax.set_xticks(range(len(apps)))
+    ax.set_xticklabels([f'{a}\n{next(r["size"] for r in rows if r["app"] == a)}' for a in apps])
+    ax.set_ylabel(ylabel)
+    if baseline_line is not None:
+        ax.axhline(baseline_line, color="black", linewidth=0.8)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def plot_fig12(data, out):
+    rows = data["rows"]
+    keys = panels(rows)
+    fig, axes = plt.subplots(len(keys), 1, figsize=(11, 4.2 * len(keys)), squeeze=False)
+    for ax, (profile, threads) in zip(axes[:, 0], keys):
+        sub = [r for r in rows if r["profile"] == profile and r["threads"] == threads and not r.get("baseline")]
+        grouped_bars(ax, sub, lambda r: r["overhead_pct"], "overhead vs native (%)", 0)
+        ax.axhline(2, color="grey", linestyle="--", linewidth=0.8)
+        ax.axhline(5, color="grey", linestyle=":", linewidth=0.8)
+        # Overheads span orders of magnitude (in-place a few %, copies hundreds).
+        if max((r["overhead_pct"] for r in sub), default=0) > 50:
+            ax.set_yscale("symlog", linthresh=10)
+        ax.set_title(f"every-iteration persistence, profile {profile}, {threads} app thread(s)"
+                     " (dashed: 2 %, dotted: 5 %)")
+        ax.legend(fontsize=8, ncol=3)
+    fig.suptitle(f'seed 004 Fig. 12 on {data.get("cpu_model", "?")} ({data.get("nproc", "?")} hw threads), '
+                 f'medians of {data.get("repeats", "?")}')
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+def plot_seed003(data, out):
+    rows = data["rows"]
+    profiles = ordered(rows, "profile")
+    fig, axes = plt.subplots(len(profiles), 1, figsize=(10, 4 * len(profiles)), squeeze=False)
+    for ax, profile in zip(axes[:, 0], profiles):
+        sub = [r for r in rows if r["profile"] == profile]
+        grouped_bars(ax, sub, lambda r: r["vs_baseline"], "time per iteration / native", 1)
+        ax.set_title(f"profile {profile}: time per iteration relative to native (DRAM, no persistence)")
+        ax.legend(fontsize=8, ncol=3)
+    fig.suptitle(f'seed 003 kernels on {data.get("cpu_model", "?")}, medians of {data.get("repeats", "?")}')
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+def plot_stream(data, out):
+    rows = data["rows"]
+    kernels = ordered(rows, "kernel")
+    configs = []
+    for r in rows:
+        name = "DRAM" if r["memory"] == "DRAM" else f'pool {r["profile"]}, {r["persistence"]}'
+        if name not in configs:
+            configs.append(name)
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    width = 0.8 / len(configs)
+    cmap = plt.get_cmap("tab20")
+    for k, name in enumerate(configs):
+        ys = []
+        for kern in kernels:
+            match = [r for r in rows if r["kernel"] == kern and
+                     ("DRAM" if r["memory"] == "DRAM" else f'pool {r["profile"]}, {r["persistence"]}') == name]
+            ys.append(match[0]["median_gbps"] if match else 0)
+        ax.bar([i + (k - (len(configs) - 1) / 2) * width for i in range(len(kernels))], ys, width, label=name,
+               color=cmap(k % 20))
+    ax.set_xticks(range(len(kernels)))
+    ax.set_xticklabels(kernels)
+    ax.set_ylabel("GB/s (median)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title(f'STREAM, {data.get("threads", "?")} threads, arrays of {data.get("array_bytes", 0) / 2**20:.0f} MiB')
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+def plot_threads(data, out):
+    data = data.get("fig10", data)  # `cairn bench seed001` nests Fig. 10 under "fig10"
+    rows = data["rows"]
+    unit = data.get("unit", "throughput")
+    fig, ax = plt.subplots(figsize=(8, 5))
+    cmap = plt.get_cmap("tab10")
+    over = [r["threads"] for r in rows if r.get("oversubscribed")]
+    if over:
+        first = min(over)
+        below = [r["threads"] for r in rows if not r.get("oversubscribed") and r["threads"] < first]
+        start = max(below) if below else first
+        ax.axvspan(start + (first - start) / 2 if below else first * 0.9, max(over) * 1.1, color="grey", alpha=0.12,
+                   label="oversubscribed (threads > cores)")
+    for k, v in enumerate(ordered(rows, "variant")):
+        pts = sorted((r["threads"], r["throughput"], bool(r.get("oversubscribed"))) for r in rows if r["variant"] == v)
+        color = cmap(k % 10)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "-", color=color, label=v)
+        for t, y, o in pts:
+            ax.plot([t], [y], "o", color=color, markerfacecolor="white" if o else color)
+    ts = sorted({r["threads"] for r in rows})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ts)
+    ax.set_xticklabels([str(t) for t in ts])
+    ax.set_xlabel("threads (hollow markers: oversubscribed)")
+    ax.set_ylabel(unit)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(data.get("title", "throughput vs threads"))
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+KINDS = {"fig12": plot_fig12, "seed003": plot_seed003, "stream": plot_stream, "threads": plot_threads}
+
+
+def main(argv):
+    if len(argv) != 4 or argv[1] not in KINDS:
+        sys.stderr.write(__doc__)
+        return 2
+    KINDS[argv[1]](load(argv[2]), argv[3])
+    print(f"wrote {argv[3]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
