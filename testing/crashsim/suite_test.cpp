@@ -70,7 +70,7 @@ INSTANTIATE_TEST_SUITE_P(Crash, Suite,
                                            Share{"pool_publish_mt", Durability::adr, 0.0005},
                                            // Strategies: every state of every step (no sampling), at least
                                            // 10^5 states each at full scale, most of them at depth 2.
-                                           Share{"strategy.dram-cache", Durability::adr, 0, 0.1, 8},
+                                           Share{"strategy.dram-cache", Durability::adr, 0, 0.1, 20},
                                            Share{"strategy.nt-copy", Durability::adr, 0, 0.1, 20},
                                            Share{"strategy.nt-copy.incremental", Durability::adr, 0, 0.1, 20},
                                            Share{"strategy.shadow", Durability::adr, 0, 0.1, 20},
