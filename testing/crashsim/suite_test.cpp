@@ -13,18 +13,11 @@
 #include <ostream>
 #include <string>
 
+#include "testing/crashsim/budget.hpp"
 #include "testing/crashsim/crashsim.hpp"
 
 namespace cairn::testing::crashsim {
 namespace {
-
-std::uint64_t total_states() {
-  const char* env = std::getenv("CAIRN_CRASH_STATES");
-  if (env == nullptr || *env == '\0') return 1000000;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(env, &end, 10);
-  return (end != nullptr && *end == '\0' && v > 0) ? v : 1000000;
-}
 
 struct Share {
   const char* workload;
@@ -46,16 +39,16 @@ TEST_P(Suite, EveryExploredStateRecoversACommittedVersion) {
   o.durability = s.durability;
   o.seed = 20261123;
   o.max_failures = 5;
-  const double scale = static_cast<double>(total_states()) / 1e6;
+  const double scale = static_cast<double>(ci_crash_states()) / 1e6;
   if (s.steps > 0)
     o.steps = std::max(2u, static_cast<unsigned>(std::ceil(s.steps * scale)));
   else
-    o.target_states = static_cast<std::uint64_t>(static_cast<double>(total_states()) * s.weight);
+    o.target_states = static_cast<std::uint64_t>(static_cast<double>(ci_crash_states()) * s.weight);
   const Report r = run(*w, o);
   EXPECT_TRUE(r.passed()) << r.summary();
   // Depth-1 states come to about the target; depth 2 adds to it.
   EXPECT_GE(r.states, o.target_states * 8 / 10) << r.summary();
-  EXPECT_GE(static_cast<double>(r.states), static_cast<double>(total_states()) * s.min_total) << r.summary();
+  EXPECT_GE(static_cast<double>(r.states), static_cast<double>(ci_crash_states()) * s.min_total) << r.summary();
   RecordProperty("states", std::to_string(r.states));
   std::printf("%s\n", r.summary().c_str());
 }

@@ -18,19 +18,12 @@
 #include <ostream>
 #include <string>
 
+#include "testing/crashsim/budget.hpp"
 #include "testing/crashsim/crashsim.hpp"
 #include "testing/crashsim/mapped_file.hpp"
 
 namespace cairn::testing::crashsim {
 namespace {
-
-std::uint64_t total_states() {
-  const char* env = std::getenv("CAIRN_CRASH_STATES");
-  if (env == nullptr || *env == '\0') return 1000000;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(env, &end, 10);
-  return (end != nullptr && *end == '\0' && v > 0) ? v : 1000000;
-}
 
 // A state costs two pmemobj_open and two pmemobj_close here (~100 states per
 // CPU second, against thousands for the pool strategies), so the undo-log
@@ -53,7 +46,7 @@ TEST_P(UndoLog, EveryExploredStateRecoversACommittedVersion) {
   const Share s = GetParam();
   const Workload* w = find_workload("strategy.undo-log");
   ASSERT_NE(w, nullptr);
-  const auto want = static_cast<std::uint64_t>(static_cast<double>(total_states()) / kDivisor * s.fraction);
+  const auto want = static_cast<std::uint64_t>(static_cast<double>(ci_crash_states()) / kDivisor * s.fraction);
   Options o;
   o.durability = s.durability;
   o.seed = s.seed;

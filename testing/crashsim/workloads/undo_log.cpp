@@ -33,14 +33,12 @@
 
 #include "cairn/persist.hpp"
 #include "testing/crashsim/mapped_file.hpp"
+#include "testing/crashsim/workloads/context_state.hpp"
 #include "testing/crashsim/workloads/workloads.hpp"
 
 namespace cairn::testing::crashsim::builtin {
 namespace {
 
-constexpr std::size_t kDualBytes = 6 * 1024;
-constexpr std::size_t kPlainBytes = 5 * 1024 + 256;  // not a page multiple
-constexpr std::size_t kLinks = 2;
 constexpr const char* kName = "state";
 
 enum class Broken { none, unflushed_data, unlogged_write };
@@ -96,7 +94,7 @@ class UndoLogState final : public FileStructure {
   explicit UndoLogState(Broken broken) : broken_(broken) {}
   ~UndoLogState() override {
     // The Context (and libpmemobj) closes before the dropped ranges go.
-    ctx_.reset();
+    state_.close();
     for (const void* b : dropped_) drop_persists_remove(b);
   }
 
@@ -104,48 +102,25 @@ class UndoLogState final : public FileStructure {
 
   Result<void> create(const std::string& dir, Model& model, Rng& rng) override {
     if (auto r = open(dir); !r.ok()) return r;
-    dual_.assign(kDualBytes, std::byte{0});
-    plain_.assign(kPlainBytes, std::byte{0});
-    links_.assign(kLinks, 0);
-    if (auto r = ctx_->begin(); !r.ok()) return r;
-    scribble(dual_.data(), u_->write(), kDualBytes, rng, true);
-    scribble(plain_.data(), a_->data(), kPlainBytes, rng, true);
-    aim_links(rng);
-    if (auto r = commit(model); !r.ok()) return r;
-    ctx_.reset();
+    if (auto r = state_.fill(rng); !r.ok()) return r;
+    if (auto r = state_.commit(model); !r.ok()) return r;
+    state_.close();
     return disable_ndctl_features(dir + "/" + file_name());
   }
 
   Result<Version> recover(const std::string& dir) override {
     if (auto r = open(dir); !r.ok()) return std::move(r).error();
-    auto v = ctx_->restore();
-    if (!v.ok()) return std::move(v).error();
-    dual_.assign(static_cast<const std::byte*>(u_->read()), static_cast<const std::byte*>(u_->read()) + kDualBytes);
-    plain_.assign(a_->as<std::byte>(), a_->as<std::byte>() + kPlainBytes);
-    links_.assign(kLinks, 0);
-    auto* const base = a_->as<std::byte>();
-    for (std::size_t i = 0; i < kLinks; ++i) {
-      std::byte* p = links()[i];
-      if (p == nullptr) continue;
-      if (p < base || p >= base + kPlainBytes)
-        return make_error(Errc::corrupted, "restored pointer " + std::to_string(i) + " points outside region 'a'");
-      links_[i] = static_cast<std::uint64_t>(p - base) + 1;
-    }
-    return version(v.value());
+    return state_.restore();
   }
 
   Result<void> step(Model& model, Rng& rng) override {
-    if (auto r = ctx_->begin(); !r.ok()) return r;
-    u_->carry_over(0, kDualBytes);
-    scribble(dual_.data(), u_->write(), kDualBytes, rng, rng.below(8) == 0);
-    scribble(plain_.data(), a_->data(), kPlainBytes, rng, rng.below(8) == 0);
-    aim_links(rng);
+    if (auto r = state_.change(rng); !r.ok()) return r;
     if (broken_ == Broken::unlogged_write) {
       // The committed version's buffer, outside the transaction.
       const std::uint64_t v = rng() | 1;
-      std::memcpy(static_cast<std::byte*>(u_->read()) + 8 * rng.below(kDualBytes / 8), &v, 8);
+      std::memcpy(static_cast<std::byte*>(state_.dual().read()) + 8 * rng.below(ContextState::kDualBytes / 8), &v, 8);
     }
-    return commit(model);
+    return state_.commit(model);
   }
 
  private:
@@ -155,26 +130,15 @@ class UndoLogState final : public FileStructure {
     o.dir = dir;
     o.name = kName;
     o.threads = 1;
-    auto c = persist::Context::create(o);
-    if (!c.ok()) return std::move(c).error();
-    ctx_ = std::move(c.value());
-    auto u = ctx_->dual_region("u", kDualBytes);
-    auto a = ctx_->region("a", kPlainBytes);
-    auto l = ctx_->region("links", kLinks * sizeof(void*));
-    if (!u.ok()) return std::move(u).error();
-    if (!a.ok()) return std::move(a).error();
-    if (!l.ok()) return std::move(l).error();
-    u_ = u.value();
-    a_ = a.value();
-    l_ = l.value();
-    if (auto r = ctx_->open(); !r.ok()) return r;
-    for (std::size_t i = 0; i < kLinks; ++i)
-      if (auto r = ctx_->register_pointer(&links()[i]); !r.ok()) return r;
+    if (auto r = state_.create_context(o); !r.ok()) return r;
+    if (auto r = state_.context().open(); !r.ok()) return r;
+    if (auto r = state_.register_pointers(); !r.ok()) return r;
     if (broken_ == Broken::unflushed_data) {
-      for (const void* b : {static_cast<const void*>(u_->read()), static_cast<const void*>(u_->write())})
-        drop(b, kDualBytes);
-      drop(a_->data(), kPlainBytes);
-      drop(l_->data(), kLinks * sizeof(void*));
+      persist::DualRegion& u = state_.dual();
+      for (const void* b : {static_cast<const void*>(u.read()), static_cast<const void*>(u.write())})
+        drop(b, ContextState::kDualBytes);
+      drop(state_.plain().data(), ContextState::kPlainBytes);
+      drop(state_.link_region().data(), ContextState::kLinks * sizeof(void*));
     }
     return {};
   }
@@ -184,60 +148,8 @@ class UndoLogState final : public FileStructure {
     dropped_.push_back(base);
   }
 
-  std::byte** links() const { return l_->as<std::byte*>(); }
-
-  static void scribble(std::byte* mirror, void* work, std::size_t bytes, Rng& rng, bool all) {
-    const std::size_t words = bytes / 8;
-    const std::size_t n = all ? words : 1 + rng.below(6);
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::size_t w = all ? k : rng.below(words);
-      const std::uint64_t v = rng();
-      std::memcpy(mirror + 8 * w, &v, 8);
-      std::memcpy(static_cast<std::byte*>(work) + 8 * w, &v, 8);
-    }
-  }
-
-  void aim_links(Rng& rng) {
-    for (std::size_t i = 0; i < kLinks; ++i) {
-      if (rng.below(4) == 0) {
-        links_[i] = 0;
-        links()[i] = nullptr;
-      } else {
-        const std::uint64_t off = 8 * rng.below(kPlainBytes / 8);
-        links_[i] = off + 1;
-        links()[i] = a_->as<std::byte>() + off;
-      }
-    }
-  }
-
-  Result<void> commit(Model& model) {
-    model.begin(version(ctx_->version() + 1));
-    auto v = ctx_->commit();
-    if (!v.ok()) {
-      model.abort();
-      return std::move(v).error();
-    }
-    model.end();
-    return {};
-  }
-
-  Version version(std::uint64_t number) const {
-    Version v;
-    v.number = number;
-    v.bytes = dual_;
-    v.bytes.insert(v.bytes.end(), plain_.begin(), plain_.end());
-    const auto* l = reinterpret_cast<const std::byte*>(links_.data());
-    v.bytes.insert(v.bytes.end(), l, l + kLinks * 8);
-    return v;
-  }
-
   Broken broken_;
-  std::unique_ptr<persist::Context> ctx_;
-  persist::DualRegion* u_ = nullptr;
-  persist::Region* a_ = nullptr;
-  persist::Region* l_ = nullptr;
-  std::vector<std::byte> dual_, plain_;
-  std::vector<std::uint64_t> links_;
+  ContextState state_;
   std::vector<const void*> dropped_;
 };
 
