@@ -19,25 +19,25 @@
 
 #include "cairn/persist.hpp"
 #include "testing/crashsim/fs_record.hpp"
+#include "testing/crashsim/workloads/context_state.hpp"
 #include "testing/temp_dir.hpp"
 
 namespace cairn::testing::crashsim::fs {
 namespace {
 
-// The state: a dual region, a plain region (not a page multiple) and two
-// registered pointers into it, as in workloads/strategies.cpp. The file is
-// six 4 KiB blocks: metadata, 2 + 2 blocks of region data, the pointers.
-constexpr std::size_t kDualBytes = 6 * 1024;
-constexpr std::size_t kPlainBytes = 5 * 1024 + 256;
-constexpr std::size_t kLinks = 2;
+// The state of workloads/context_state.hpp: a dual region, a plain region (not
+// a page multiple) and two registered pointers into it. The file is six 4 KiB
+// blocks: metadata, 2 + 2 blocks of region data, the pointers.
+using builtin::ContextState;
+constexpr std::size_t kDualBytes = ContextState::kDualBytes, kPlainBytes = ContextState::kPlainBytes;
 constexpr const char* kName = "state";
 // Measured: about this many checked states per recorded commit (depth 1 and 2).
 constexpr double kStatesPerStep[2] = {500, 120};  // posix, ordered
 
 std::string ckpt_name(std::uint64_t v) { return std::string(kName) + "." + std::to_string(v) + ".ckpt"; }
 
-// A persist::Context of strategy `file` on a directory, and a DRAM mirror of
-// what the application last wrote (pointers as offset + 1 into region a).
+// A persist::Context of strategy `file` on a directory, with the state and
+// DRAM mirror of the other strategy workloads (workloads/context_state.hpp).
 class Session {
  public:
   Result<void> open(const std::string& dir) {
@@ -46,98 +46,23 @@ class Session {
     o.name = kName;
     o.dir = dir;
     o.threads = 1;
-    auto c = persist::Context::create(o);
-    if (!c.ok()) return std::move(c).error();
-    ctx_ = std::move(c.value());
-    auto u = ctx_->dual_region("u", kDualBytes);
-    auto a = ctx_->region("a", kPlainBytes);
-    auto l = ctx_->region("links", kLinks * sizeof(void*));
-    if (!u.ok()) return std::move(u).error();
-    if (!a.ok()) return std::move(a).error();
-    if (!l.ok()) return std::move(l).error();
-    u_ = u.value();
-    a_ = a.value();
-    l_ = l.value();
-    if (auto r = ctx_->open(); !r.ok()) return r;
-    for (std::size_t i = 0; i < kLinks; ++i)
-      if (auto r = ctx_->register_pointer(&links()[i]); !r.ok()) return r;
-    dual_.assign(kDualBytes, std::byte{0});
-    plain_.assign(kPlainBytes, std::byte{0});
-    links_.assign(kLinks, 0);
-    return {};
+    if (auto r = state_.create_context(o); !r.ok()) return r;
+    if (auto r = state_.context().open(); !r.ok()) return r;
+    return state_.register_pointers();
   }
 
-  std::optional<std::uint64_t> committed() const { return ctx_->committed_version(); }
-
-  Result<Version> restore() {
-    auto v = ctx_->restore();
-    if (!v.ok()) return std::move(v).error();
-    const auto* u = static_cast<const std::byte*>(u_->read());
-    dual_.assign(u, u + kDualBytes);
-    plain_.assign(a_->as<std::byte>(), a_->as<std::byte>() + kPlainBytes);
-    auto* const base = a_->as<std::byte>();
-    for (std::size_t i = 0; i < kLinks; ++i) {
-      std::byte* p = links()[i];
-      links_[i] = 0;
-      if (p == nullptr) continue;
-      if (p < base || p >= base + kPlainBytes)
-        return make_error(Errc::corrupted, "restored pointer " + std::to_string(i) + " points outside region 'a'");
-      links_[i] = static_cast<std::uint64_t>(p - base) + 1;
-    }
-    return version(v.value());
-  }
-
+  std::optional<std::uint64_t> committed() { return state_.context().committed_version(); }
+  Result<Version> restore() { return state_.restore(); }
   // Starts an iteration and changes a few words (or everything), pointers too.
   Result<void> mutate(Rng& rng, bool all) {
-    if (auto r = ctx_->begin(); !r.ok()) return r;
-    u_->carry_over(0, kDualBytes);
-    scribble(dual_.data(), u_->write(), kDualBytes, rng, all);
-    scribble(plain_.data(), a_->data(), kPlainBytes, rng, all);
-    for (std::size_t i = 0; i < kLinks; ++i) {
-      if (rng.below(4) == 0) {
-        links_[i] = 0;
-        links()[i] = nullptr;
-      } else {
-        const std::uint64_t off = 8 * rng.below(kPlainBytes / 8);
-        links_[i] = off + 1;
-        links()[i] = a_->as<std::byte>() + off;
-      }
-    }
-    return {};
+    return state_.change(rng, [all] { return all; });
   }
-
-  std::uint64_t next_version() const { return ctx_->version() + 1; }
-  Result<std::uint64_t> commit() { return ctx_->commit(); }
-
-  Version version(std::uint64_t number) const {
-    Version v;
-    v.number = number;
-    v.bytes = dual_;
-    v.bytes.insert(v.bytes.end(), plain_.begin(), plain_.end());
-    const auto* l = reinterpret_cast<const std::byte*>(links_.data());
-    v.bytes.insert(v.bytes.end(), l, l + kLinks * 8);
-    return v;
-  }
+  std::uint64_t next_version() { return state_.context().version() + 1; }
+  Result<std::uint64_t> commit() { return state_.context().commit(); }
+  Version version(std::uint64_t number) const { return state_.version(number); }
 
  private:
-  static void scribble(std::byte* mirror, void* work, std::size_t bytes, Rng& rng, bool all) {
-    const std::size_t words = bytes / 8;
-    const std::size_t n = all ? words : 1 + rng.below(6);
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::size_t w = all ? k : rng.below(words);
-      const std::uint64_t v = rng();
-      std::memcpy(mirror + 8 * w, &v, 8);
-      std::memcpy(static_cast<std::byte*>(work) + 8 * w, &v, 8);
-    }
-  }
-  std::byte** links() const { return l_->as<std::byte*>(); }
-
-  std::unique_ptr<persist::Context> ctx_;
-  persist::DualRegion* u_ = nullptr;
-  persist::Region* a_ = nullptr;
-  persist::Region* l_ = nullptr;
-  std::vector<std::byte> dual_, plain_;
-  std::vector<std::uint64_t> links_;
+  ContextState state_;
 };
 
 // ---- broken variants ----

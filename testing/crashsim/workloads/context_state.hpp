@@ -1,6 +1,6 @@
 // context_state.hpp — the state every strategy workload commits
 // (strategies.cpp on a borrowed cairn pool, undo_log.cpp on libpmemobj's own
-// pool file): a persist::Context with a dual region (two versions whose roles
+// pool file, fs_explore.cpp on checkpoint files): a persist::Context with a dual region (two versions whose roles
 // alternate), a plain region, and a plain region holding two registered
 // pointers into the plain one, plus a DRAM mirror of all of it for the model.
 // Each change writes a few random words (sometimes whole regions) and re-aims
@@ -40,6 +40,9 @@ class ContextState {
     u_ = u.value();
     a_ = a.value();
     l_ = l.value();
+    dual_.assign(kDualBytes, std::byte{0});
+    plain_.assign(kPlainBytes, std::byte{0});
+    links_.assign(kLinks, 0);
     return {};
   }
   Result<void> register_pointers() {
@@ -50,24 +53,27 @@ class ContextState {
 
   // The first version: every word written. Starts the iteration itself.
   Result<void> fill(Rng& rng) {
-    dual_.assign(kDualBytes, std::byte{0});
-    plain_.assign(kPlainBytes, std::byte{0});
-    links_.assign(kLinks, 0);
     if (auto r = ctx_->begin(); !r.ok()) return r;
     scribble(dual_.data(), u_->write(), kDualBytes, rng, true);
     scribble(plain_.data(), a_->data(), kPlainBytes, rng, true);
     aim_links(rng);
     return {};
   }
-  // A later version: a few words, sometimes whole regions. Starts the
+  // A later version: a few words of each region, or all of it when
+  // whole() says so (asked just before the region is written). Starts the
   // iteration itself; elements it does not update are carried over (seed 004).
-  Result<void> change(Rng& rng) {
+  template <class Whole>
+  Result<void> change(Rng& rng, Whole&& whole) {
     if (auto r = ctx_->begin(); !r.ok()) return r;
     u_->carry_over(0, kDualBytes);
-    scribble(dual_.data(), u_->write(), kDualBytes, rng, rng.below(8) == 0);
-    scribble(plain_.data(), a_->data(), kPlainBytes, rng, rng.below(8) == 0);
+    scribble(dual_.data(), u_->write(), kDualBytes, rng, whole());
+    scribble(plain_.data(), a_->data(), kPlainBytes, rng, whole());
     aim_links(rng);
     return {};
+  }
+  // ... a whole region one time in eight.
+  Result<void> change(Rng& rng) {
+    return change(rng, [&rng] { return rng.below(8) == 0; });
   }
 
   Result<void> commit(Model& model) {
@@ -97,6 +103,17 @@ class ContextState {
       links_[i] = static_cast<std::uint64_t>(p - base) + 1;
     }
     return version(v.value());
+  }
+
+  // The working state as version `number` (what a commit now would store).
+  Version version(std::uint64_t number) const {
+    Version v;
+    v.number = number;
+    v.bytes = dual_;
+    v.bytes.insert(v.bytes.end(), plain_.begin(), plain_.end());
+    const auto* l = reinterpret_cast<const std::byte*>(links_.data());
+    v.bytes.insert(v.bytes.end(), l, l + kLinks * 8);
+    return v;
   }
 
   persist::Context& context() { return *ctx_; }
@@ -133,16 +150,6 @@ class ContextState {
         links()[i] = a_->as<std::byte>() + off;
       }
     }
-  }
-
-  Version version(std::uint64_t number) const {
-    Version v;
-    v.number = number;
-    v.bytes = dual_;
-    v.bytes.insert(v.bytes.end(), plain_.begin(), plain_.end());
-    const auto* l = reinterpret_cast<const std::byte*>(links_.data());
-    v.bytes.insert(v.bytes.end(), l, l + kLinks * 8);
-    return v;
   }
 
   std::unique_ptr<persist::Context> ctx_;
