@@ -8,6 +8,12 @@
 //
 //   write_ns     extra time per cache line written back by flush(), and per
 //                line of a small copy that goes through the cache
+//   write_overlap  lines of one flush whose write-backs overlap on a thread
+//                (default 1: each line waits for the one before, as with
+//                clflush). clwb and clflushopt are ordered only by the next
+//                fence, so a core keeps several write-backs in flight: a
+//                flush of N lines costs ceil(N / write_overlap) * write_ns,
+//                and a single line still costs write_ns
 //   drain_ns     extra time per drain() (the fence that waits for flushes)
 //   write_bw     bytes/s the device accepts for flushed lines plus
 //                non-temporal stores, shared by all threads (token bucket)
@@ -35,7 +41,8 @@
 //                                             this spec are absolute device
 //                                             latencies; dram_ns is taken off)
 // Keys: read_ns read_seq_ns write_ns drain_ns dram_ns (nanoseconds, 0..1e6),
-// write_gbps read_gbps (GB/s = 1e9 bytes/s; 0 = uncapped, else 0.001..10000).
+// write_gbps read_gbps (GB/s = 1e9 bytes/s; 0 = uncapped, else 0.001..10000),
+// write_overlap (a whole number of lines, 1..1024).
 #pragma once
 
 #include <memory>
@@ -53,9 +60,10 @@ struct Profile {
   double read_seq_ns = 0;
   double write_ns = 0;
   double drain_ns = 0;
-  double write_bw = 0;  // bytes per second, 0 = uncapped
-  double read_bw = 0;   // bytes per second, 0 = uncapped
-  std::string source;   // where the numbers come from (for `cairn device profiles`)
+  double write_overlap = 1;  // lines; a whole number >= 1
+  double write_bw = 0;       // bytes per second, 0 = uncapped
+  double read_bw = 0;        // bytes per second, 0 = uncapped
+  std::string source;        // where the numbers come from (for `cairn device profiles`)
 
   // False for a profile that charges nothing (dram): the emulated device then
   // hands out the real device's primitives unchanged.

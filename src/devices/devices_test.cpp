@@ -65,10 +65,12 @@ TEST(Profile, NamedValues) {
   EXPECT_DOUBLE_EQ(pcm.write_ns, 90);
   EXPECT_DOUBLE_EQ(pcm.read_ns, 40);
   EXPECT_DOUBLE_EQ(pcm.write_bw, 0);
+  EXPECT_DOUBLE_EQ(pcm.write_overlap, 1);  // seed 000's emulator: a delay per flushed line
 
   const Profile optane = parse_ok("optane-dcpmm");
   EXPECT_DOUBLE_EQ(optane.write_ns, 94);
   EXPECT_DOUBLE_EQ(optane.write_bw, 2.3e9);
+  EXPECT_DOUBLE_EQ(optane.write_overlap, 10);
   EXPECT_DOUBLE_EQ(optane.read_bw, 6.6e9);
   EXPECT_GT(optane.read_ns, optane.read_seq_ns);  // 305 ns random vs 169 ns sequential
 
@@ -104,6 +106,9 @@ TEST(Profile, Numbers) {
   const Profile spaced = parse_ok("  write_ns = 5 , drain_ns=1.5 ");
   EXPECT_DOUBLE_EQ(spaced.write_ns, 5);
   EXPECT_DOUBLE_EQ(spaced.drain_ns, 1.5);
+
+  EXPECT_DOUBLE_EQ(p.write_overlap, 1);
+  EXPECT_DOUBLE_EQ(parse_ok("write_ns=90,write_overlap=16").write_overlap, 16);
 
   const Profile zero = parse_ok("write_gbps=0");
   EXPECT_FALSE(zero.injects_delay());
@@ -152,6 +157,9 @@ TEST(Profile, BadInputsAreTypedErrorsNamingTheProblem) {
       {"write_ns=1,optane-dcpmm", "must come first"},  //
       {"optane-dcpmm,pcm-2017", "must come first"},    //
       {"write_ns=50,dram_ns=60", "dram_ns"},           // absolute latency below DRAM's
+      {"write_overlap=0", "whole number"},             //
+      {"write_overlap=2.5", "whole number"},           //
+      {"write_overlap=5000", "1..1024"},               //
       {"=5", "unknown key ''"},                        //
   };
   for (const auto& c : cases) {
@@ -222,6 +230,29 @@ TEST(EmulatedDevice, CountsLinesNtBytesDrainsAndDelay) {
   EXPECT_EQ(s.drains, 2u);
   EXPECT_EQ(s.nvm_bytes_written(), 640u + src.size());
   EXPECT_EQ(std::memcmp(buf, src.data(), src.size()), 0);
+}
+
+// A flush of many lines overlaps its write-backs write_overlap at a time; a
+// single line still pays the whole latency.
+TEST(EmulatedDevice, FlushChargesWriteNsPerOverlappedGroupOfLines) {
+  TempDir dir;
+  auto p = make_pool(dir.file("overlap.pool"), "write_ns=100,write_overlap=10");
+  ASSERT_TRUE(p);
+  std::byte* buf = scratch(*p);
+  struct Case {
+    std::size_t lines;
+    std::uint64_t groups;
+  };
+  for (const Case c : {Case{1, 1}, Case{10, 1}, Case{11, 2}, Case{64, 7}}) {
+    std::memset(buf, 2, c.lines * 64);
+    p->device().reset_stats();
+    p->flush(buf, c.lines * 64);
+    const Stats s = p->stats().device;
+    EXPECT_EQ(s.lines_flushed, c.lines);
+    EXPECT_GE(s.injected_delay_ns, c.groups * 100 - 5) << c.lines << " lines";
+    EXPECT_LE(s.injected_delay_ns, c.groups * 100 + 5) << c.lines << " lines";
+  }
+  p->drain();
 }
 
 TEST(EmulatedDevice, DramProfileInjectsNothing) {

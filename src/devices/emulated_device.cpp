@@ -3,8 +3,9 @@
 // The device owns a real device and calls its Ops, so the bytes moved, the
 // counters and the durability behaviour are exactly the real device's; it
 // only adds time afterwards:
-//   flush        write_ns per flushed line, and the flushed bytes pass the
-//                write token bucket;
+//   flush        write_ns per write_overlap flushed lines (rounded up: a
+//                flush of one line pays write_ns), and the flushed bytes pass
+//                the write token bucket;
 //   copy / fill  non-temporal bytes pass the write token bucket; small copies
 //                that go through the cache and are flushed are charged like a
 //                flush (write_ns per line plus the bucket);
@@ -189,6 +190,7 @@ class EmulatedDevice final : public Device {
     const double tpn = ticks_per_ns();
     ns_per_tick_ = 1.0 / tpn;
     write_line_ticks_ = profile_.write_ns * tpn;
+    write_overlap_ = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(profile_.write_overlap));
     drain_ticks_ = static_cast<std::uint64_t>(profile_.drain_ns * tpn + 0.5);
     read_line_ticks_ = profile_.read_ns * tpn;
     read_seq_ticks_ = static_cast<std::uint64_t>(profile_.read_seq_ns * tpn + 0.5);
@@ -252,8 +254,8 @@ class EmulatedDevice final : public Device {
   }
 
   // Charges a write that started at t0 and whose real part has just been
-  // issued: `lines` cache lines of latency on this thread, and `bytes`
-  // through the shared write bucket. With a latency the device time starts
+  // issued: `lines` cache lines written back (write_overlap of them at a
+  // time) on this thread, and `bytes` through the shared write bucket. With a latency the device time starts
   // when the real part has completed (t0 is not used): the latency already
   // comes on top of the host's time, and reading the counter at entry would
   // add its own cost to every flush.
@@ -262,7 +264,7 @@ class EmulatedDevice final : public Device {
     std::uint64_t now, lat = 0, credit = 0;
     if constexpr (kLat) {
       now = tsc_after_prior();  // the real flush first, then the extra (see top)
-      lat = ticks(write_line_ticks_, lines);
+      lat = ticks(write_line_ticks_, (lines + write_overlap_ - 1) / write_overlap_);
       credit = std::min(lat, write_overhead_);
     } else {
       now = tsc_now();  // a bandwidth charge counts the host's time from t0
@@ -350,6 +352,7 @@ class EmulatedDevice final : public Device {
 
   double ns_per_tick_ = 1;
   double write_line_ticks_ = 0, read_line_ticks_ = 0;  // fractional: many lines per call
+  std::uint64_t write_overlap_ = 1;
   double write_byte_ticks_ = 0, read_byte_ticks_ = 0;
   std::uint64_t drain_ticks_ = 0, read_seq_ticks_ = 0;
   std::uint64_t write_overhead_ = 0, read_overhead_ = 0;  // charge_overheads()
