@@ -3,12 +3,12 @@
 #include "apps/experiments/seed001_bench.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
+
+#include "testing/temp_dir.hpp"
 
 namespace cairn::apps::experiments {
 namespace {
@@ -79,11 +79,11 @@ TEST(Seed001Bench, EveryPartRunsAndVerifies) {
   EXPECT_NE(table.str().find("Table 4"), std::string::npos);
   EXPECT_NE(table.str().find("Fig. 10"), std::string::npos);
 
-  const std::string path = "/tmp/seed001_bench_test_" + std::to_string(::getpid()) + ".json";
+  const cairn::testing::TempDir dir;
+  const std::string path = dir.file("seed001.json");
   ASSERT_TRUE(write_seed001_json(r, path).ok());
   std::ifstream in(path);
   const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::remove(path.c_str());
   EXPECT_NE(json.find("\"fig10\": {"), std::string::npos);
   EXPECT_NE(json.find("{\"threads\": 2, \"variant\": \"in-place\", \"throughput\": "), std::string::npos);
 }
