@@ -1,20 +1,20 @@
 // device_bench.cpp — issue 2's device benchmark: primitives vs memcpy, and emulation fidelity per profile.
 //
-// Prints two Markdown tables (see src/devices/device_bench.hpp for what each
+// Prints two Markdown tables (see src/experiments/device_bench.hpp for what each
 // row measures); the baseline (memcpy into the same pool buffer) is measured
 // in the same run and every other row is given as a ratio to it.
 //
 //   device_bench [--profile SPEC]... [--size-mib N] [--threads N] [--reps N] [--json FILE] [--dir DIR]
 //
 // `cairn device bench` runs the same code.
-#include "devices/device_bench.hpp"
+#include "experiments/device_bench.hpp"
 
 #include <CLI/CLI.hpp>
 #include <iostream>
 
 int main(int argc, char** argv) {
   CLI::App app{"cairn device benchmark: persistence primitives vs memcpy, and NVM emulation fidelity"};
-  cairn::devices::BenchOptions o;
+  cairn::experiments::DeviceBenchOptions o;
   std::size_t size_mib = 64;
   std::string json;
   bool quiet = false;
@@ -28,14 +28,14 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   o.size = size_mib << 20;
 
-  auto r = cairn::devices::run_device_bench(o, quiet ? nullptr : &std::cerr);
+  auto r = cairn::experiments::run_device_bench(o, quiet ? nullptr : &std::cerr);
   if (!r.ok()) {
     std::cerr << "device_bench: " << r.error().message << "\n";
     return 2;
   }
-  cairn::devices::print_report(r.value(), std::cout);
+  cairn::experiments::print_device_report(r.value(), std::cout);
   if (!json.empty()) {
-    auto w = cairn::devices::write_report_json(r.value(), json);
+    auto w = cairn::experiments::write_device_report_json(r.value(), json);
     if (!w.ok()) {
       std::cerr << "device_bench: " << w.error().message << "\n";
       return 2;

@@ -4,14 +4,11 @@
 
 #include <chrono>
 #include <cstring>
-#include <filesystem>
-#include <sstream>
 #include <vector>
 
 #include "cairn/device.hpp"
 #include "cairn/pool.hpp"
 #include "cairn/profile.hpp"
-#include "devices/device_bench.hpp"
 #include "testing/temp_dir.hpp"
 
 namespace cairn::devices {
@@ -407,37 +404,6 @@ TEST(EmulatedDevice, LatenciesAreLowerBounds) {
   t0 = Clock::now();
   p->device().read_charge(16u << 20, true);
   EXPECT_GE(seconds(t0), (16u << 20) / 1e9 * 0.99);
-}
-
-// ---- the benchmark library runs and fills its tables ----
-
-TEST(DeviceBench, SmallRunFillsBothTables) {
-  TempDir dir;
-  BenchOptions o;
-  o.dir = dir.path();
-  o.size = 4u << 20;
-  o.reps = 1;
-  o.threads = 2;
-  o.profiles = {"dram", "write_ns=200,drain_ns=300,write_gbps=1,read_ns=100,read_gbps=2"};
-  auto r = run_device_bench(o);
-  ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r.value().primitives.size(), 10u);
-  for (const auto& row : r.value().primitives) EXPECT_GT(row.value, 0) << row.operation;
-  EXPECT_GT(r.value().best_copy_bw, 0);
-  // dram: flush extra; numeric: flush, drain, write 1T, write 2T, read ns, read GB/s.
-  EXPECT_EQ(r.value().fidelity.size(), 7u);
-  std::ostringstream out;
-  print_report(r.value(), out);
-  EXPECT_NE(out.str().find("| write_ns=200"), std::string::npos);
-  const auto json = dir.file("r.json");
-  ASSERT_TRUE(write_report_json(r.value(), json).ok());
-  EXPECT_TRUE(std::filesystem::file_size(json) > 100);
-  EXPECT_FALSE(run_device_bench([] {
-                 BenchOptions bad;
-                 bad.size = 12345;
-                 return bad;
-               }())
-                   .ok());
 }
 
 }  // namespace

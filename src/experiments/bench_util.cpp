@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -88,6 +89,15 @@ std::size_t memory_available() {
   while (in >> key >> kib >> unit)
     if (key == "MemAvailable:") return kib * 1024;
   return 0;
+}
+
+Result<void> create_bench_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return make_error(Errc::io_error, "cannot create benchmark directory " + dir + ": " + ec.message() +
+                                          "; set CAIRN_POOL_DIR or pass --dir");
+  return {};
 }
 
 std::string fmt(const char* format, double value) {

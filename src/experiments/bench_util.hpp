@@ -30,6 +30,10 @@ double load_average();
 // 0 if unknown.
 std::size_t memory_available();
 
+// Creates the benchmark's scratch directory (and its parents); the error
+// names it and says how to choose another.
+Result<void> create_bench_dir(const std::string& dir);
+
 // printf-style formatting of one number.
 std::string fmt(const char* format, double value);
 // A JSON string literal with quotes and escapes.

@@ -421,11 +421,7 @@ Result<StrategiesReport> run_strategies_bench(const StrategiesBenchOptions& opt,
   run.repeats = opt.repeats;
   run.stride = std::max(1u, (100 + opt.partial_pct / 2) / opt.partial_pct);
   run.log = log;
-  std::error_code ec;
-  std::filesystem::create_directories(run.dir, ec);
-  if (ec)
-    return make_error(Errc::io_error, "cannot create benchmark directory " + run.dir + ": " + ec.message() +
-                                          "; set CAIRN_POOL_DIR or pass --dir");
+  if (auto made = create_bench_dir(run.dir); !made.ok()) return std::move(made).error();
 
   StrategiesReport r;
   r.cpu_model = cpu_model();

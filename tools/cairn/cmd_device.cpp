@@ -7,8 +7,8 @@
 
 #include "cairn/profile.hpp"
 #include "commands.hpp"
-#include "devices/device_bench.hpp"
 #include "experiments/bench_util.hpp"
+#include "experiments/device_bench.hpp"
 
 namespace cairn::tool {
 namespace {
@@ -66,7 +66,7 @@ void add_bench(CLI::App& device) {
         return;
       }
     }
-    devices::BenchOptions o;
+    experiments::DeviceBenchOptions o;
     o.dir = args->dir;
     o.size = size.value();
     o.threads = args->threads;
@@ -74,15 +74,15 @@ void add_bench(CLI::App& device) {
     o.profiles = args->profiles;
     o.primitives = !args->no_primitives;
     o.fidelity = !args->no_fidelity;
-    auto report = devices::run_device_bench(o, args->quiet ? nullptr : &std::cerr);
+    auto report = experiments::run_device_bench(o, args->quiet ? nullptr : &std::cerr);
     if (!report.ok()) {
       std::cerr << "cairn device bench: " << report.error().message << "\n";
       exit_code() = kExitCannot;
       return;
     }
-    devices::print_report(report.value(), std::cout);
+    experiments::print_device_report(report.value(), std::cout);
     if (!args->json.empty()) {
-      auto w = devices::write_report_json(report.value(), args->json);
+      auto w = experiments::write_device_report_json(report.value(), args->json);
       if (!w.ok()) {
         std::cerr << "cairn device bench: " << w.error().message << "\n";
         exit_code() = kExitCannot;

@@ -1,5 +1,5 @@
 // device_bench.cpp — measures the device primitives and the emulation fidelity (see device_bench.hpp).
-#include "devices/device_bench.hpp"
+#include "experiments/device_bench.hpp"
 
 #include <unistd.h>
 
@@ -19,9 +19,13 @@
 
 #include "cairn/pool.hpp"
 #include "cairn/profile.hpp"
+#include "experiments/bench_util.hpp"
 #include "pool/thread_pool.hpp"
 
-namespace cairn::devices {
+namespace cairn::experiments {
+
+using devices::Device;
+using devices::Profile;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -77,33 +81,6 @@ class Meter {
   int samples_ = 0, retried_ = 0, disturbed_ = 0;
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
-    }
-  return "unknown";
-}
-
-std::string today() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
-  return buf;
-}
-
 // A pool file that is removed when the scratch pool goes away.
 struct Scratch {
   std::string path;
@@ -123,7 +100,7 @@ Result<std::unique_ptr<Scratch>> make_scratch(const std::string& dir, const std:
   std::filesystem::remove(s->path, ec);  // a leftover of a killed run
   pool::CreateOptions o;
   o.size = pool::kArenaOffset + bytes + kMiB;
-  o.device = make_real_device();
+  o.device = devices::make_real_device();
   auto p = pool::Pool::create(s->path, std::move(o));
   if (!p.ok()) {
     s->path.clear();  // create removes its temporary; the path was never ours
@@ -174,29 +151,8 @@ std::size_t bw_bytes(double bw, std::size_t cap) {
   return std::clamp<std::size_t>(n, std::min<std::size_t>(kMiB, cap), cap);
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      o += esc;
-    } else
-      o += c;
-  }
-  return o + "\"";
-}
-
-Result<void> run_primitives(const BenchOptions& opt, unsigned threads, Scratch& real, const std::byte* src,
-                            BenchReport& r, Meter& meter, std::ostream* log) {
+Result<void> run_primitives(const DeviceBenchOptions& opt, unsigned threads, Scratch& real, const std::byte* src,
+                            DeviceBenchReport& r, Meter& meter, std::ostream* log) {
   pool::Pool& p = *real.pool;
   std::byte* dst = real.buffer();
   const std::size_t n = opt.size;
@@ -268,11 +224,11 @@ Result<void> run_primitives(const BenchOptions& opt, unsigned threads, Scratch& 
   return {};
 }
 
-Result<void> run_fidelity(const BenchOptions& opt, unsigned threads, Scratch& real, const std::byte* src,
-                          BenchReport& r, Meter& meter, std::ostream* log) {
+Result<void> run_fidelity(const DeviceBenchOptions& opt, unsigned threads, Scratch& real, const std::byte* src,
+                          DeviceBenchReport& r, Meter& meter, std::ostream* log) {
   std::vector<std::string> specs = opt.profiles;
   if (specs.empty()) {
-    specs = profile_names();
+    specs = devices::profile_names();
     specs.emplace_back(kNumericProfile);
   }
   // One more pool file that each profile's emulated device opens in turn.
@@ -282,7 +238,7 @@ Result<void> run_fidelity(const BenchOptions& opt, unsigned threads, Scratch& re
   emu.pool.reset();  // closed; reopened below with each emulated device
 
   for (const auto& spec : specs) {
-    auto parsed = parse_profile(spec);
+    auto parsed = devices::parse_profile(spec);
     if (!parsed.ok()) return std::move(parsed).error();
     const Profile prof = parsed.value();
     if (log) *log << "fidelity: " << prof.name << "\n";
@@ -371,14 +327,14 @@ Result<void> run_fidelity(const BenchOptions& opt, unsigned threads, Scratch& re
 
 }  // namespace
 
-bool BenchReport::fidelity_ok() const {
+bool DeviceBenchReport::fidelity_ok() const {
   for (const auto& f : fidelity)
     if (f.requested != 0 && std::abs(f.error_pct()) > 10.0) return false;
   return true;
 }
 
-Result<BenchReport> run_device_bench(const BenchOptions& in, std::ostream* log) {
-  BenchOptions opt = in;
+Result<DeviceBenchReport> run_device_bench(const DeviceBenchOptions& in, std::ostream* log) {
+  DeviceBenchOptions opt = in;
   if (opt.dir.empty()) opt.dir = pool::default_pool_dir();
   if (opt.size < 4 * kMiB || opt.size % kMiB != 0)
     return make_error(Errc::invalid_argument, "benchmark buffer size " + std::to_string(opt.size) +
@@ -387,15 +343,11 @@ Result<BenchReport> run_device_bench(const BenchOptions& in, std::ostream* log) 
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const unsigned threads = opt.threads ? opt.threads : hw;
 
-  std::error_code ec;
-  std::filesystem::create_directories(opt.dir, ec);
-  if (ec)
-    return make_error(Errc::io_error, "cannot create benchmark directory " + opt.dir + ": " + ec.message() +
-                                          "; set CAIRN_POOL_DIR or pass a writable directory");
+  if (auto made = create_bench_dir(opt.dir); !made.ok()) return std::move(made).error();
 
-  BenchReport r;
+  DeviceBenchReport r;
   r.cpu_model = cpu_model();
-  r.date = today();
+  r.date = utc_now();
   r.pool_dir = opt.dir;
   r.nproc = hw;
   r.threads = threads;
@@ -415,7 +367,7 @@ Result<BenchReport> run_device_bench(const BenchOptions& in, std::ostream* log) 
   for (std::size_t i = 0; i < opt.size; ++i) src[i] = static_cast<std::byte>(i * 131);
 
   if (log) *log << "probing DRAM copy bandwidth\n";
-  r.dram_copy_bw = measured_dram_copy_bandwidth();
+  r.dram_copy_bw = devices::measured_dram_copy_bandwidth();
   Meter meter;
   if (opt.primitives) {
     auto ok = run_primitives(opt, threads, real, src, r, meter, log);
@@ -431,7 +383,7 @@ Result<BenchReport> run_device_bench(const BenchOptions& in, std::ostream* log) 
   return r;
 }
 
-void print_report(const BenchReport& r, std::ostream& out) {
+void print_device_report(const DeviceBenchReport& r, std::ostream& out) {
   out << "Machine: " << r.cpu_model << ", " << r.nproc << " hardware threads; " << r.date << "\n"
       << "Pool: " << r.pool_dir << " (flush mode " << r.flush_mode << ", is_pmem " << (r.is_pmem ? "yes" : "no")
       << "); buffers " << r.size / kMiB << " MiB; medians of " << r.reps << " repetitions; DRAM copy bandwidth probe "
@@ -476,7 +428,7 @@ void print_report(const BenchReport& r, std::ostream& out) {
   }
 }
 
-Result<void> write_report_json(const BenchReport& r, const std::string& path) {
+Result<void> write_device_report_json(const DeviceBenchReport& r, const std::string& path) {
   std::ofstream o(path);
   if (!o) return make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
   o << "{\n  \"cpu_model\": " << json_str(r.cpu_model) << ",\n  \"date\": " << json_str(r.date)
@@ -508,4 +460,4 @@ Result<void> write_report_json(const BenchReport& r, const std::string& path) {
   return {};
 }
 
-}  // namespace cairn::devices
+}  // namespace cairn::experiments

@@ -19,9 +19,9 @@
 
 #include "cairn/error.hpp"
 
-namespace cairn::devices {
+namespace cairn::experiments {
 
-struct BenchOptions {
+struct DeviceBenchOptions {
   std::string dir;                    // where the scratch pools go; empty: pool::default_pool_dir()
   std::size_t size = 64u << 20;       // bytes per copy / persist buffer
   unsigned threads = 0;               // threads of the multi-threaded rows; 0: all hardware threads
@@ -48,7 +48,7 @@ struct FidelityRow {
   double error_pct() const { return requested != 0 ? 100.0 * (achieved - requested) / requested : 0; }
 };
 
-struct BenchReport {
+struct DeviceBenchReport {
   std::string cpu_model, date, pool_dir, flush_mode;
   unsigned nproc = 0, threads = 0;
   int reps = 0;
@@ -68,12 +68,12 @@ struct BenchReport {
 };
 
 // Runs the benchmark; progress lines go to `log` if not null.
-Result<BenchReport> run_device_bench(const BenchOptions& options, std::ostream* log = nullptr);
+Result<DeviceBenchReport> run_device_bench(const DeviceBenchOptions& options, std::ostream* log = nullptr);
 
 // Prints both tables as Markdown (readable on a terminal, pasteable into RESULTS.md).
-void print_report(const BenchReport& report, std::ostream& out);
+void print_device_report(const DeviceBenchReport& report, std::ostream& out);
 
 // Writes the report as JSON.
-Result<void> write_report_json(const BenchReport& report, const std::string& path);
+Result<void> write_device_report_json(const DeviceBenchReport& report, const std::string& path);
 
-}  // namespace cairn::devices
+}  // namespace cairn::experiments
