@@ -255,10 +255,10 @@ class EmulatedDevice final : public Device {
 
   // Charges a write that started at t0 and whose real part has just been
   // issued: `lines` cache lines written back (write_overlap of them at a
-  // time) on this thread, and `bytes` through the shared write bucket. With a latency the device time starts
-  // when the real part has completed (t0 is not used): the latency already
-  // comes on top of the host's time, and reading the counter at entry would
-  // add its own cost to every flush.
+  // time) on this thread, and `bytes` through the shared write bucket. With a
+  // latency the device time starts when the real part has completed (t0 is
+  // not used): the latency already comes on top of the host's time, and
+  // reading the counter at entry would add its own cost to every flush.
   template <bool kLat, bool kBw>
   void charge_write(std::uint64_t t0, std::uint64_t lines, std::uint64_t bytes) {
     std::uint64_t now, lat = 0, credit = 0;
