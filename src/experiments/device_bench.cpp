@@ -26,6 +26,7 @@ namespace cairn::experiments {
 
 using devices::Device;
 using devices::Profile;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
