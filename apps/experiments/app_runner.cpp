@@ -14,6 +14,7 @@
 #include "apps/npb/apps.hpp"
 #include "apps/sph/sph.hpp"
 #include "cairn/pool.hpp"
+#include "cairn/profile.hpp"
 #include "experiments/bench_util.hpp"
 
 namespace cairn::apps::experiments {
@@ -144,6 +145,14 @@ Result<std::unique_ptr<ScratchDir>> ScratchDir::create(const std::string& dir, c
 ScratchDir::~ScratchDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+Result<void> check_repeats_and_profiles(int repeats, const std::vector<std::string>& profiles) {
+  if (repeats < 1) return make_error(Errc::invalid_argument, "--repeats must be at least 1");
+  if (profiles.empty()) return make_error(Errc::invalid_argument, "--profiles: give at least one device profile");
+  for (const auto& p : profiles)
+    if (auto parsed = devices::parse_profile(p); !parsed.ok()) return parsed.error();
+  return {};
 }
 
 Result<std::vector<Variant>> pick_variants(const std::vector<Variant>& known, const std::vector<std::string>& names) {

@@ -133,6 +133,10 @@ struct MatrixRow {
 // scratch directory; failed runs are recorded in their rows.
 Result<std::vector<MatrixRow>> run_matrix(const MatrixSpec& spec, std::ostream* log);
 
+// The options every app experiment checks first: --repeats at least 1, and
+// at least one device profile, each of which parses.
+Result<void> check_repeats_and_profiles(int repeats, const std::vector<std::string>& profiles);
+
 // Variants by name from `known` (all of them for an empty list), the
 // baseline (known[0]) first even if not asked for.
 Result<std::vector<Variant>> pick_variants(const std::vector<Variant>& known, const std::vector<std::string>& names);

@@ -94,10 +94,7 @@ const std::vector<Variant>& fig12_variants() {
 
 Result<Fig12Report> run_fig12_bench(const Fig12Options& opt, std::ostream* log) {
   const auto t0 = Clock::now();
-  if (opt.repeats < 1) return make_error(Errc::invalid_argument, "--repeats must be at least 1");
-  if (opt.profiles.empty()) return make_error(Errc::invalid_argument, "--profiles: give at least one device profile");
-  for (const auto& p : opt.profiles)
-    if (auto parsed = devices::parse_profile(p); !parsed.ok()) return parsed.error();
+  if (auto ok = check_repeats_and_profiles(opt.repeats, opt.profiles); !ok.ok()) return std::move(ok).error();
   if (opt.threads.empty()) return make_error(Errc::invalid_argument, "--threads: give at least one thread count");
   for (unsigned t : opt.threads)
     if (t == 0 || t > 256) return make_error(Errc::invalid_argument, "--threads: counts from 1 to 256");

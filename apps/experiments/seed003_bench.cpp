@@ -56,10 +56,7 @@ const std::vector<Variant>& seed003_variants() {
 
 Result<Seed003Report> run_seed003_bench(const Seed003Options& opt, std::ostream* log) {
   const auto t0 = Clock::now();
-  if (opt.repeats < 1) return make_error(Errc::invalid_argument, "--repeats must be at least 1");
-  if (opt.profiles.empty()) return make_error(Errc::invalid_argument, "--profiles: give at least one device profile");
-  for (const auto& p : opt.profiles)
-    if (auto parsed = devices::parse_profile(p); !parsed.ok()) return parsed.error();
+  if (auto ok = check_repeats_and_profiles(opt.repeats, opt.profiles); !ok.ok()) return std::move(ok).error();
   auto variants = pick_variants(seed003_variants(), opt.variants);
   if (!variants.ok()) return std::move(variants).error();
 
