@@ -264,26 +264,25 @@ Result<std::vector<MatrixRow>> run_matrix(const MatrixSpec& spec, std::ostream* 
 }
 
 std::string matrix_rows_json(const std::vector<MatrixRow>& rows, const std::string& indent) {
-  using ::cairn::experiments::fmt;
+  using ::cairn::experiments::json_list;
+  using ::cairn::experiments::json_num;
   using ::cairn::experiments::json_str;
-  auto num = [](double v) { return fmt("%.6g", v); };
   std::string o;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
-    std::string samples = "[", failures = "[";
-    for (std::size_t k = 0; k < r.samples.size(); ++k) samples += (k ? ", " : "") + num(r.samples[k] * 1e3);
-    for (std::size_t k = 0; k < r.failures.size(); ++k) failures += (k ? ", " : "") + json_str(r.failures[k]);
+    std::string samples = "[";
+    for (std::size_t k = 0; k < r.samples.size(); ++k) samples += (k ? ", " : "") + json_num(r.samples[k] * 1e3);
     o += indent + "{\"profile\": " + json_str(r.profile) + ", \"threads\": " + std::to_string(r.threads) +
          ", \"app\": " + json_str(r.app) + ", \"size\": " + json_str(r.size) +
          ", \"iterations\": " + std::to_string(r.iterations) + ", \"variant\": " + json_str(r.variant) +
          ", \"label\": " + json_str(r.label) + ", \"baseline\": " + (r.is_baseline ? "true" : "false") +
-         ", \"time_per_iteration_ms\": " + num(r.per_iteration_s * 1e3) +
-         ", \"commit_per_iteration_ms\": " + num(r.commit_per_iteration_s * 1e3) +
-         ", \"vs_baseline\": " + num(r.vs_baseline) + ", \"overhead_pct\": " + num(r.overhead_pct) +
-         ", \"nvm_bytes_per_iteration\": " + num(r.nvm_bytes_per_iteration) +
+         ", \"time_per_iteration_ms\": " + json_num(r.per_iteration_s * 1e3) +
+         ", \"commit_per_iteration_ms\": " + json_num(r.commit_per_iteration_s * 1e3) +
+         ", \"vs_baseline\": " + json_num(r.vs_baseline) + ", \"overhead_pct\": " + json_num(r.overhead_pct) +
+         ", \"nvm_bytes_per_iteration\": " + json_num(r.nvm_bytes_per_iteration) +
          ", \"state_bytes\": " + std::to_string(r.state_bytes) + ", \"runs\": " + std::to_string(r.runs) +
          ", \"verified_runs\": " + std::to_string(r.good_runs) + ", \"samples_ms\": " + samples +
-         "], \"failures\": " + failures + "], \"describe\": " + json_str(r.describe) + "}" +
+         "], \"failures\": " + json_list(r.failures) + ", \"describe\": " + json_str(r.describe) + "}" +
          (i + 1 < rows.size() ? ",\n" : "\n");
   }
   return o;

@@ -15,6 +15,8 @@ namespace cairn::apps::experiments {
 namespace {
 
 using ::cairn::experiments::fmt;
+using ::cairn::experiments::json_list;
+using ::cairn::experiments::json_num;
 using ::cairn::experiments::json_str;
 using ::cairn::experiments::median;
 using Clock = std::chrono::steady_clock;
@@ -255,34 +257,28 @@ void print_fig12_report(const Fig12Report& r, std::ostream& out) {
 Result<void> write_fig12_json(const Fig12Report& r, const std::string& path) {
   std::ofstream o(path);
   if (!o) return make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  auto num = [](double v) { return fmt("%.6g", v); };
-  auto list = [](const std::vector<std::string>& v) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_str(v[i]);
-    return s + "]";
-  };
   std::string threads = "[";
   for (std::size_t i = 0; i < r.threads.size(); ++i) threads += (i ? ", " : "") + std::to_string(r.threads[i]);
   o << "{\n  \"benchmark\": \"fig12\",\n  \"cpu_model\": " << json_str(r.cpu_model)
     << ",\n  \"date\": " << json_str(r.date) << ",\n  \"nproc\": " << r.nproc << ",\n  \"repeats\": " << r.repeats
-    << ",\n  \"load_before\": " << num(r.load_before) << ",\n  \"load_after\": " << num(r.load_after)
-    << ",\n  \"elapsed_s\": " << num(r.elapsed_s) << ",\n  \"apps\": " << list(r.apps)
-    << ",\n  \"variants\": " << list(r.variants) << ",\n  \"profiles\": " << list(r.profiles)
+    << ",\n  \"load_before\": " << json_num(r.load_before) << ",\n  \"load_after\": " << json_num(r.load_after)
+    << ",\n  \"elapsed_s\": " << json_num(r.elapsed_s) << ",\n  \"apps\": " << json_list(r.apps)
+    << ",\n  \"variants\": " << json_list(r.variants) << ",\n  \"profiles\": " << json_list(r.profiles)
     << ",\n  \"threads\": " << threads << "],\n  \"failed_runs\": " << r.failed_runs << ",\n  \"goals\": [";
   for (std::size_t i = 0; i < r.goals.size(); ++i) {
     const auto& g = r.goals[i];
     o << (i ? "," : "") << "\n    {\"profile\": " << json_str(g.profile) << ", \"threads\": " << g.threads
-      << ", \"in_place_median_pct\": " << num(g.in_place_median_pct)
-      << ", \"in_place_max_pct\": " << num(g.in_place_max_pct)
+      << ", \"in_place_median_pct\": " << json_num(g.in_place_median_pct)
+      << ", \"in_place_max_pct\": " << json_num(g.in_place_max_pct)
       << ", \"median_goal_met\": " << (g.median_met ? "true" : "false")
       << ", \"max_goal_met\": " << (g.max_met ? "true" : "false")
       << ", \"all_apps_measured\": " << (g.complete ? "true" : "false") << ", \"undo_log_ratios\": [";
     bool first = true;
     for (const auto& ratio : g.ratios) {
       if (!ratio.measured) continue;
-      o << (first ? "" : ", ") << "{\"app\": " << json_str(ratio.app) << ", \"undo_log_pct\": " << num(ratio.undo_pct)
-        << ", \"in_place_pct\": " << num(ratio.in_place_pct)
-        << ", \"ratio\": " << (ratio.unbounded ? std::string("null") : num(ratio.ratio))
+      o << (first ? "" : ", ") << "{\"app\": " << json_str(ratio.app)
+        << ", \"undo_log_pct\": " << json_num(ratio.undo_pct) << ", \"in_place_pct\": " << json_num(ratio.in_place_pct)
+        << ", \"ratio\": " << (ratio.unbounded ? std::string("null") : json_num(ratio.ratio))
         << ", \"met\": " << (ratio.met ? "true" : "false") << "}";
       first = false;
     }

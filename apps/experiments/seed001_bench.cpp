@@ -23,6 +23,8 @@ namespace cairn::apps::experiments {
 namespace {
 
 using ::cairn::experiments::fmt;
+using ::cairn::experiments::json_list;
+using ::cairn::experiments::json_num;
 using ::cairn::experiments::json_str;
 using ::cairn::experiments::median;
 using Clock = std::chrono::steady_clock;
@@ -535,12 +537,6 @@ void print_seed001_report(const Seed001Report& r, std::ostream& out) {
 Result<void> write_seed001_json(const Seed001Report& r, const std::string& path) {
   std::ofstream o(path);
   if (!o) return make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  auto num = [](double v) { return fmt("%.6g", v); };
-  auto list = [](const std::vector<std::string>& v) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_str(v[i]);
-    return s + "]";
-  };
   auto rows_json = [&](const std::vector<Seed001Row>& rows) {
     std::string s;
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -550,28 +546,29 @@ Result<void> write_seed001_json(const Seed001Report& r, const std::string& path)
       s += "      {\"layout\": " + json_str(x.layout) + ", \"variant\": " + json_str(x.variant) +
            ", \"threads\": " + std::to_string(x.threads) + ", \"iterations\": " + std::to_string(x.iterations) +
            ", \"commits\": " + std::to_string(x.commits) + ", \"state_bytes\": " + std::to_string(x.state_bytes) +
-           ", \"checkpoint_ms\": " + num(x.checkpoint_s * 1e3) + ", \"restore_ms\": " + num(x.restore_s * 1e3) +
-           ", \"attach_ms\": " + num(x.open_s * 1e3) + ", \"compute_ms\": " + num(x.compute_s * 1e3) +
-           ", \"loop_ms\": " + num(x.loop_s * 1e3) + ", \"nvm_bytes_per_commit\": " + num(x.nvm_bytes_per_commit) +
-           ", \"runs\": " + std::to_string(x.runs) + ", \"verified_runs\": " + std::to_string(x.good_runs) +
-           ", \"failures\": " + failures + "]}" + (i + 1 < rows.size() ? ",\n" : "\n");
+           ", \"checkpoint_ms\": " + json_num(x.checkpoint_s * 1e3) +
+           ", \"restore_ms\": " + json_num(x.restore_s * 1e3) + ", \"attach_ms\": " + json_num(x.open_s * 1e3) +
+           ", \"compute_ms\": " + json_num(x.compute_s * 1e3) + ", \"loop_ms\": " + json_num(x.loop_s * 1e3) +
+           ", \"nvm_bytes_per_commit\": " + json_num(x.nvm_bytes_per_commit) + ", \"runs\": " + std::to_string(x.runs) +
+           ", \"verified_runs\": " + std::to_string(x.good_runs) + ", \"failures\": " + failures + "]}" +
+           (i + 1 < rows.size() ? ",\n" : "\n");
     }
     return s;
   };
   o << "{\n  \"benchmark\": \"seed001\",\n  \"cpu_model\": " << json_str(r.cpu_model)
     << ",\n  \"date\": " << json_str(r.date) << ",\n  \"nproc\": " << r.nproc << ",\n  \"repeats\": " << r.repeats
-    << ",\n  \"load_before\": " << num(r.load_before) << ",\n  \"load_after\": " << num(r.load_after)
-    << ",\n  \"elapsed_s\": " << num(r.elapsed_s) << ",\n  \"app\": \"sph\",\n  \"size\": " << json_str(r.size)
+    << ",\n  \"load_before\": " << json_num(r.load_before) << ",\n  \"load_after\": " << json_num(r.load_after)
+    << ",\n  \"elapsed_s\": " << json_num(r.elapsed_s) << ",\n  \"app\": \"sph\",\n  \"size\": " << json_str(r.size)
     << ",\n  \"particles\": " << r.particles << ",\n  \"layout\": " << json_str(r.layout)
     << ",\n  \"threads\": " << r.threads << ",\n  \"iterations\": " << r.iterations
-    << ",\n  \"profile\": " << json_str(r.profile) << ",\n  \"parts\": " << list(r.parts)
-    << ",\n  \"strategies\": " << list(r.strategies) << ",\n  \"failed_runs\": " << r.failed_runs;
-  o << ",\n  \"table4\": {\n    \"baseline_compute_ms\": " << num(r.baseline_s * 1e3) << ",\n    \"goals\": [";
+    << ",\n  \"profile\": " << json_str(r.profile) << ",\n  \"parts\": " << json_list(r.parts)
+    << ",\n  \"strategies\": " << json_list(r.strategies) << ",\n  \"failed_runs\": " << r.failed_runs;
+  o << ",\n  \"table4\": {\n    \"baseline_compute_ms\": " << json_num(r.baseline_s * 1e3) << ",\n    \"goals\": [";
   for (std::size_t i = 0; i < r.goals.size(); ++i) {
     const auto& g = r.goals[i];
     o << (i ? ", " : "") << "{\"variant\": " << json_str(g.variant) << ", \"goal\": \"file restore / restore >= 100\""
-      << ", \"ratio\": " << (g.measured ? num(g.ratio) : "null")
-      << ", \"ratio_with_attach\": " << (g.measured ? num(g.ratio_with_open) : "null")
+      << ", \"ratio\": " << (g.measured ? json_num(g.ratio) : "null")
+      << ", \"ratio_with_attach\": " << (g.measured ? json_num(g.ratio_with_open) : "null")
       << ", \"met\": " << (g.met ? "true" : "false") << "}";
   }
   o << "],\n    \"rows\": [\n"
@@ -583,19 +580,21 @@ Result<void> write_seed001_json(const Seed001Report& r, const std::string& path)
   for (std::size_t i = 0; i < r.scaling.size(); ++i) {
     const auto& s = r.scaling[i];
     o << "      {\"threads\": " << s.threads << ", \"variant\": " << json_str(s.variant)
-      << ", \"throughput\": " << num(s.throughput) << ", \"oversubscribed\": " << (s.oversubscribed ? "true" : "false")
-      << ", \"loop_ms\": " << num(s.loop_s * 1e3) << ", \"runs\": " << s.runs << ", \"verified_runs\": " << s.good_runs
-      << "}" << (i + 1 < r.scaling.size() ? ",\n" : "\n");
+      << ", \"throughput\": " << json_num(s.throughput)
+      << ", \"oversubscribed\": " << (s.oversubscribed ? "true" : "false")
+      << ", \"loop_ms\": " << json_num(s.loop_s * 1e3) << ", \"runs\": " << s.runs
+      << ", \"verified_runs\": " << s.good_runs << "}" << (i + 1 < r.scaling.size() ? ",\n" : "\n");
   }
   o << "    ]\n  },\n  \"heartbeat\": {\n    \"formula\": \"T_timeout = T_hm + T_i + T_r + T_w, T_hm = 0, T_i = T_w = "
        "baseline frame, T_r = T_i/5; fits: T_checkpoint + T_restart + T_compute < T_timeout; interval: smallest r "
        "with T_checkpoint + T_restart + r*T_compute < r*T_timeout\",\n    \"t_i_ms\": "
-    << num(r.baseline_s * 1e3) << ",\n    \"t_timeout_ms\": " << num(r.t_timeout * 1e3) << ",\n    \"rows\": [\n";
+    << json_num(r.baseline_s * 1e3) << ",\n    \"t_timeout_ms\": " << json_num(r.t_timeout * 1e3)
+    << ",\n    \"rows\": [\n";
   for (std::size_t i = 0; i < r.heartbeat.size(); ++i) {
     const auto& h = r.heartbeat[i];
-    o << "      {\"variant\": " << json_str(h.variant) << ", \"t_checkpoint_ms\": " << num(h.t_checkpoint * 1e3)
-      << ", \"t_restart_ms\": " << num(h.t_restart * 1e3) << ", \"t_compute_ms\": " << num(h.t_compute * 1e3)
-      << ", \"sum_ms\": " << num(h.sum * 1e3) << ", \"fits\": " << (h.fits ? "true" : "false")
+    o << "      {\"variant\": " << json_str(h.variant) << ", \"t_checkpoint_ms\": " << json_num(h.t_checkpoint * 1e3)
+      << ", \"t_restart_ms\": " << json_num(h.t_restart * 1e3) << ", \"t_compute_ms\": " << json_num(h.t_compute * 1e3)
+      << ", \"sum_ms\": " << json_num(h.sum * 1e3) << ", \"fits\": " << (h.fits ? "true" : "false")
       << ", \"interval\": " << (h.interval ? std::to_string(h.interval) : std::string("null")) << "}"
       << (i + 1 < r.heartbeat.size() ? ",\n" : "\n");
   }

@@ -15,6 +15,7 @@ namespace cairn::apps::experiments {
 namespace {
 
 using ::cairn::experiments::fmt;
+using ::cairn::experiments::json_list;
 using ::cairn::experiments::json_str;
 using Clock = std::chrono::steady_clock;
 
@@ -154,17 +155,13 @@ void print_seed003_report(const Seed003Report& r, std::ostream& out) {
 Result<void> write_seed003_json(const Seed003Report& r, const std::string& path) {
   std::ofstream o(path);
   if (!o) return make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  auto list = [](const std::vector<std::string>& v) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_str(v[i]);
-    return s + "]";
-  };
   o << "{\n  \"benchmark\": \"seed003\",\n  \"cpu_model\": " << json_str(r.cpu_model)
     << ",\n  \"date\": " << json_str(r.date) << ",\n  \"nproc\": " << r.nproc << ",\n  \"threads\": " << r.threads
     << ",\n  \"repeats\": " << r.repeats << ",\n  \"load_before\": " << fmt("%.6g", r.load_before)
     << ",\n  \"load_after\": " << fmt("%.6g", r.load_after) << ",\n  \"elapsed_s\": " << fmt("%.6g", r.elapsed_s)
-    << ",\n  \"apps\": " << list(r.apps) << ",\n  \"variants\": " << list(r.variants)
-    << ",\n  \"profiles\": " << list(r.profiles) << ",\n  \"failed_runs\": " << r.failed_runs << ",\n  \"rows\": [\n"
+    << ",\n  \"apps\": " << json_list(r.apps) << ",\n  \"variants\": " << json_list(r.variants)
+    << ",\n  \"profiles\": " << json_list(r.profiles) << ",\n  \"failed_runs\": " << r.failed_runs
+    << ",\n  \"rows\": [\n"
     << matrix_rows_json(r.rows, "    ") << "  ]\n}\n";
   o.close();
   if (!o) return make_error(Errc::io_error, "writing " + path + " failed");

@@ -121,4 +121,12 @@ std::string json_str(const std::string& s) {
   return o + "\"";
 }
 
+std::string json_num(double v) { return fmt("%.6g", v); }
+
+std::string json_list(const std::vector<std::string>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_str(v[i]);
+  return s + "]";
+}
+
 }  // namespace cairn::experiments

@@ -38,5 +38,9 @@ Result<void> create_bench_dir(const std::string& dir);
 std::string fmt(const char* format, double value);
 // A JSON string literal with quotes and escapes.
 std::string json_str(const std::string& s);
+// A JSON number with 6 significant digits.
+std::string json_num(double v);
+// A JSON array of string literals.
+std::string json_list(const std::vector<std::string>& v);
 
 }  // namespace cairn::experiments

@@ -562,10 +562,9 @@ void print_strategies_report(const StrategiesReport& r, std::ostream& out) {
 Result<void> write_strategies_json(const StrategiesReport& r, const std::string& path) {
   std::ofstream o(path);
   if (!o) return make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  auto num = [](double v) { return fmt("%.6g", v); };
   auto ms_array = [&](const std::vector<double>& seconds) {
     std::string s = "[";
-    for (std::size_t i = 0; i < seconds.size(); ++i) s += (i ? ", " : "") + num(seconds[i] * 1e3);
+    for (std::size_t i = 0; i < seconds.size(); ++i) s += (i ? ", " : "") + json_num(seconds[i] * 1e3);
     return s + "]";
   };
   auto goal = [](Goal g) { return g == Goal::none ? "null" : g == Goal::met ? "true" : "false"; };
@@ -573,17 +572,17 @@ Result<void> write_strategies_json(const StrategiesReport& r, const std::string&
     << ",\n  \"date\": " << json_str(r.date) << ",\n  \"nproc\": " << r.nproc << ",\n  \"threads\": " << r.threads
     << ",\n  \"repeats\": " << r.repeats << ",\n  \"size_bytes\": " << r.size
     << ",\n  \"partial_pct\": " << r.partial_pct << ",\n  \"partial_page_stride\": " << r.partial_stride
-    << ",\n  \"pool_dir\": " << json_str(r.pool_dir) << ",\n  \"load_before\": " << num(r.load_before)
-    << ",\n  \"load_after\": " << num(r.load_after) << ",\n  \"elapsed_s\": " << num(r.elapsed_s)
+    << ",\n  \"pool_dir\": " << json_str(r.pool_dir) << ",\n  \"load_before\": " << json_num(r.load_before)
+    << ",\n  \"load_after\": " << json_num(r.load_after) << ",\n  \"elapsed_s\": " << json_num(r.elapsed_s)
     << ",\n  \"baselines\": [";
   for (std::size_t i = 0; i < r.baselines.size(); ++i) {
     const auto& b = r.baselines[i];
     o << (i ? "," : "") << "\n    {\"profile\": " << json_str(b.profile)
-      << ", \"memcpy_1_bytes_per_s\": " << num(b.memcpy_1) << ", \"memcpy_n_bytes_per_s\": " << num(b.memcpy_n)
-      << ", \"nt_1_bytes_per_s\": " << num(b.nt_1) << ", \"nt_n_bytes_per_s\": " << num(b.nt_n)
-      << ", \"best_nt_bytes_per_s\": " << num(b.best_nt)
-      << ", \"best_nt_before_bytes_per_s\": " << num(b.best_nt_before)
-      << ", \"best_nt_after_bytes_per_s\": " << num(b.best_nt_after)
+      << ", \"memcpy_1_bytes_per_s\": " << json_num(b.memcpy_1)
+      << ", \"memcpy_n_bytes_per_s\": " << json_num(b.memcpy_n) << ", \"nt_1_bytes_per_s\": " << json_num(b.nt_1)
+      << ", \"nt_n_bytes_per_s\": " << json_num(b.nt_n) << ", \"best_nt_bytes_per_s\": " << json_num(b.best_nt)
+      << ", \"best_nt_before_bytes_per_s\": " << json_num(b.best_nt_before)
+      << ", \"best_nt_after_bytes_per_s\": " << json_num(b.best_nt_after)
       << ", \"best_nt_what\": " << json_str(b.best_nt_what) << "}";
   }
   o << "\n  ],\n  \"rows\": [";
@@ -591,13 +590,15 @@ Result<void> write_strategies_json(const StrategiesReport& r, const std::string&
     const auto& w = r.rows[i];
     o << (i ? "," : "") << "\n    {\"profile\": " << json_str(w.profile) << ", \"strategy\": " << json_str(w.strategy)
       << ", \"status\": " << json_str(w.status) << ", \"reason\": " << json_str(w.reason)
-      << ", \"commit_ms\": " << num(w.commit_s * 1e3) << ", \"partial_commit_ms\": " << num(w.partial_commit_s * 1e3)
-      << ", \"restore_ms\": " << num(w.restore_s * 1e3) << ", \"rollback_ms\": " << num(w.rollback_s * 1e3)
-      << ", \"open_ms\": " << num(w.open_s * 1e3) << ", \"nvm_bytes_per_commit\": " << num(w.nvm_per_commit)
-      << ", \"nvm_bytes_per_partial_commit\": " << num(w.nvm_per_partial)
-      << ", \"incremental_bytes_saved_per_partial_commit\": " << num(w.saved_per_partial)
-      << ", \"commit_bytes_per_s\": " << num(w.commit_bw) << ", \"pct_of_nt_copy_bw\": " << num(w.pct_of_nt)
-      << ", \"x_vs_undo_log\": " << num(w.vs_undo_log) << ", \"x_vs_undo_log_partial\": " << num(w.vs_undo_partial)
+      << ", \"commit_ms\": " << json_num(w.commit_s * 1e3)
+      << ", \"partial_commit_ms\": " << json_num(w.partial_commit_s * 1e3)
+      << ", \"restore_ms\": " << json_num(w.restore_s * 1e3) << ", \"rollback_ms\": " << json_num(w.rollback_s * 1e3)
+      << ", \"open_ms\": " << json_num(w.open_s * 1e3) << ", \"nvm_bytes_per_commit\": " << json_num(w.nvm_per_commit)
+      << ", \"nvm_bytes_per_partial_commit\": " << json_num(w.nvm_per_partial)
+      << ", \"incremental_bytes_saved_per_partial_commit\": " << json_num(w.saved_per_partial)
+      << ", \"commit_bytes_per_s\": " << json_num(w.commit_bw) << ", \"pct_of_nt_copy_bw\": " << json_num(w.pct_of_nt)
+      << ", \"x_vs_undo_log\": " << json_num(w.vs_undo_log)
+      << ", \"x_vs_undo_log_partial\": " << json_num(w.vs_undo_partial)
       << ", \"copy_based\": " << (w.copy_based ? "true" : "false")
       << ", \"restore_verified\": " << (w.verified ? "true" : "false")
       << ", \"goal_restore_1ms\": " << goal(w.goal_restore) << ", \"goal_80pct_nt_bw\": " << goal(w.goal_bw)

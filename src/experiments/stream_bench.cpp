@@ -286,24 +286,23 @@ void print_stream_report(const StreamReport& r, std::ostream& out) {
 Result<void> write_stream_json(const StreamReport& r, const std::string& path) {
   std::ofstream o(path);
   if (!o) return make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  auto num = [](double v) { return fmt("%.6g", v); };
   o << "{\n  \"benchmark\": \"stream\",\n  \"cpu_model\": " << json_str(r.cpu_model)
     << ",\n  \"date\": " << json_str(r.date) << ",\n  \"nproc\": " << r.nproc << ",\n  \"threads\": " << r.threads
     << ",\n  \"repeats\": " << r.repeats << ",\n  \"llc_bytes\": " << r.llc_bytes
     << ",\n  \"array_bytes\": " << r.array_bytes << ",\n  \"elements\": " << r.elements
-    << ",\n  \"pool_dir\": " << json_str(r.dir) << ",\n  \"load_before\": " << num(r.load_before)
-    << ",\n  \"load_after\": " << num(r.load_after) << ",\n  \"elapsed_s\": " << num(r.elapsed_s)
+    << ",\n  \"pool_dir\": " << json_str(r.dir) << ",\n  \"load_before\": " << json_num(r.load_before)
+    << ",\n  \"load_after\": " << json_num(r.load_after) << ",\n  \"elapsed_s\": " << json_num(r.elapsed_s)
     << ",\n  \"failed\": " << r.failed << ",\n  \"rows\": [";
   bool first = true;
   for (const auto& row : r.rows)
     for (int k = 0; k < 4; ++k) {
       std::string samples = "[";
       for (std::size_t i = 0; i < row.samples_gbps[k].size(); ++i)
-        samples += (i ? ", " : "") + num(row.samples_gbps[k][i]);
+        samples += (i ? ", " : "") + json_num(row.samples_gbps[k][i]);
       o << (first ? "" : ",") << "\n    {\"memory\": " << json_str(row.memory)
         << ", \"profile\": " << json_str(row.profile) << ", \"persistence\": " << json_str(row.persistence)
-        << ", \"kernel\": " << json_str(kKernels[k]) << ", \"median_gbps\": " << num(row.median_gbps[k])
-        << ", \"best_gbps\": " << num(row.best_gbps[k]) << ", \"vs_dram\": " << num(row.vs_dram[k])
+        << ", \"kernel\": " << json_str(kKernels[k]) << ", \"median_gbps\": " << json_num(row.median_gbps[k])
+        << ", \"best_gbps\": " << json_num(row.best_gbps[k]) << ", \"vs_dram\": " << json_num(row.vs_dram[k])
         << ", \"valid\": " << (row.valid ? "true" : "false") << ", \"error\": " << json_str(row.error)
         << ", \"samples_gbps\": " << samples << "]}";
       first = false;
