@@ -29,7 +29,7 @@ demo: release
 # the full 10^6 states (plus 10^5 per pool strategy, 10^5 file-system states
 # for `file` and for undo-log) in the release build, where the harness is
 # about ten times faster. Under the sanitizers undo-log runs only its broken
-# variants: each of its states costs a libpmemobj open (~0.3 s there).
+# variants: each of its states costs two libpmemobj opens (~0.3 s there).
 CRASH_TESTS = crashsim_suite_test crashsim_fs_test crashsim_undo_log_test
 test: debug
 	@scripts/check-format.sh
