@@ -42,7 +42,7 @@ test-tsan: tsan
 	ctest --preset tsan
 
 bench: release
-	build/release/tools/cairn/cairn device bench
+	build/release/tools/cairn/cairn bench device
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.h' '*.c')

@@ -2,12 +2,12 @@
 """plot.py — PNG figures from the JSON that `cairn bench NAME --json FILE` writes.
 
 Usage:
-  python3 bench/plot.py fig12   fig12.json   fig12.png     overhead per strategy (seed 004 Fig. 12)
-  python3 bench/plot.py seed003 seed003.json seed003.png   time per iteration vs native (seed 003)
+  python3 bench/plot.py overhead   overhead.json   overhead.png     overhead per strategy (seed 004 Fig. 12)
+  python3 bench/plot.py placement placement.json placement.png   time per iteration vs native (seed 003)
   python3 bench/plot.py stream  stream.json  stream.png    STREAM bandwidth per memory and persistence
   python3 bench/plot.py threads fig10.json   fig10.png     throughput vs threads (e.g. seed 001 Fig. 10)
 
-fig12 and seed003 read the "rows" the app experiments write (profile, threads,
+overhead and placement read the "rows" the app experiments write (profile, threads,
 app, variant, label, time_per_iteration_ms, overhead_pct, vs_baseline,
 verified_runs); one panel per device profile and thread count, one group of
 bars per app, one bar per variant. A bar of a variant with a failed run is
@@ -88,7 +88,7 @@ def grouped_bars(ax, rows, value, ylabel, baseline_line):
     ax.grid(axis="y", alpha=0.3)
 
 
-def plot_fig12(data, out):
+def plot_overhead(data, out):
     rows = data["rows"]
     keys = panels(rows)
     fig, axes = plt.subplots(len(keys), 1, figsize=(11, 4.2 * len(keys)), squeeze=False)
@@ -109,7 +109,7 @@ def plot_fig12(data, out):
     fig.savefig(out, dpi=120)
 
 
-def plot_seed003(data, out):
+def plot_placement(data, out):
     rows = data["rows"]
     profiles = ordered(rows, "profile")
     fig, axes = plt.subplots(len(profiles), 1, figsize=(10, 4 * len(profiles)), squeeze=False)
@@ -153,7 +153,7 @@ def plot_stream(data, out):
 
 
 def plot_threads(data, out):
-    data = data.get("fig10", data)  # `cairn bench seed001` nests Fig. 10 under "fig10"
+    data = data.get("fig10", data)  # `cairn bench checkpoint` nests Fig. 10 under "fig10"
     rows = data["rows"]
     unit = data.get("unit", "throughput")
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -184,7 +184,7 @@ def plot_threads(data, out):
     fig.savefig(out, dpi=120)
 
 
-KINDS = {"fig12": plot_fig12, "seed003": plot_seed003, "stream": plot_stream, "threads": plot_threads}
+KINDS = {"overhead": plot_overhead, "placement": plot_placement, "stream": plot_stream, "threads": plot_threads}
 
 
 def main(argv):

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "cairn/pool.hpp"
+#include "cairn/extended/pool.hpp"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include <filesystem>
 #include <string>
 
-#include "cairn/pool.hpp"
+#include "cairn/extended/pool.hpp"
 
 using cairn::pool::Pool;
 

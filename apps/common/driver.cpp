@@ -11,8 +11,8 @@
 #include <iostream>
 
 #include "apps/common/app.hpp"
+#include "cairn/extended/pool.hpp"
 #include "cairn/persist.hpp"
-#include "cairn/pool.hpp"
 
 namespace cairn::apps {
 namespace {

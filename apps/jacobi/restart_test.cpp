@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "cairn/persist.hpp"
-#include "testing/run_app.hpp"
-#include "testing/temp_dir.hpp"
+#include "tests/support/run_app.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace {
 

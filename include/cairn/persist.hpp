@@ -77,6 +77,12 @@ Result<Options> load_options(const std::string& config_path);
 // Names of the registered strategies, in registry order.
 std::vector<std::string> strategy_names();
 
+// Removes the storage of the state `options.name` in `options.dir` (default
+// pool directory if empty): the files that strategy `options.strategy`
+// creates, or that any strategy creates if it is empty. Returns the paths
+// removed. Never call it on a state a Context has open.
+Result<std::vector<std::string>> remove_storage(const Options& options);
+
 struct Stats {
   std::uint64_t commits = 0;
   std::uint64_t restores = 0;
@@ -140,9 +146,13 @@ class DualRegion {
   int read_ = 0;  // index of the version holding the latest state
 };
 
+class Context;
 namespace detail {
 class Strategy;
 struct Layout;
+struct InternalOptions;
+// cairn's own harnesses only (src/persist/layout.hpp).
+Result<std::unique_ptr<Context>> create_context(Options options, const InternalOptions& internal);
 }  // namespace detail
 
 class Context {
@@ -199,6 +209,7 @@ class Context {
 
  private:
   Context();
+  friend Result<std::unique_ptr<Context>> detail::create_context(Options, const detail::InternalOptions&);
   Options options_;
   std::unique_ptr<detail::Layout> layout_;
   std::unique_ptr<detail::Strategy> strategy_;

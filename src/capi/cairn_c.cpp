@@ -15,9 +15,9 @@
 #include <system_error>
 
 #include "cairn/cairn.h"
-#include "cairn/device.hpp"
 #include "cairn/error.hpp"
-#include "cairn/pool.hpp"
+#include "cairn/extended/device.hpp"
+#include "cairn/extended/pool.hpp"
 #include "capi/c_error.hpp"
 
 using cairn::Errc;

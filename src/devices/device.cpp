@@ -1,5 +1,5 @@
 // device.cpp — device factory, flush-mode names and counter snapshots.
-#include "cairn/device.hpp"
+#include "cairn/extended/device.hpp"
 
 #include <cstdlib>
 

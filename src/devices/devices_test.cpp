@@ -6,10 +6,10 @@
 #include <cstring>
 #include <vector>
 
-#include "cairn/device.hpp"
-#include "cairn/pool.hpp"
-#include "cairn/profile.hpp"
-#include "testing/temp_dir.hpp"
+#include "cairn/extended/device.hpp"
+#include "cairn/extended/pool.hpp"
+#include "cairn/extended/profile.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace cairn::devices {
 namespace {

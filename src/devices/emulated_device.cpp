@@ -45,8 +45,8 @@
 #include <thread>
 #include <vector>
 
-#include "cairn/device.hpp"
-#include "cairn/profile.hpp"
+#include "cairn/extended/device.hpp"
+#include "cairn/extended/profile.hpp"
 #include "devices/line_math.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)

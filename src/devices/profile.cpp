@@ -1,5 +1,5 @@
 // profile.cpp — named NVM profiles, the key=value parser and the DRAM bandwidth probe.
-#include "cairn/profile.hpp"
+#include "cairn/extended/profile.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>

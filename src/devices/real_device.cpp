@@ -4,7 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "cairn/device.hpp"
+#include "cairn/extended/device.hpp"
 #include "devices/line_math.hpp"
 
 namespace cairn::devices {

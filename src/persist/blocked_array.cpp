@@ -1,5 +1,5 @@
 // blocked_array.cpp — the untyped core of BlockedArray<T>: chunk geometry, the meta region, pointer fields.
-#include "cairn/blocked_array.hpp"
+#include "cairn/extended/blocked_array.hpp"
 
 #include <algorithm>
 #include <numeric>

@@ -107,6 +107,12 @@ Result<Options> load_options(const std::string& config_path) {
 Context::Context() : layout_(std::make_unique<detail::Layout>()) {}
 Context::~Context() = default;
 
+Result<std::unique_ptr<Context>> detail::create_context(Options options, const InternalOptions& internal) {
+  auto c = Context::create(std::move(options));
+  if (c.ok()) c.value()->layout_->internal = internal;
+  return c;
+}
+
 Result<std::unique_ptr<Context>> Context::create(Options options) {
   if (options.strategy.empty()) {
     const char* env = std::getenv("CAIRN_STRATEGY");
@@ -137,7 +143,7 @@ Result<Region*> Context::region(const std::string& name, std::size_t bytes) {
 }
 
 Result<Region*> Context::register_region(const std::string& name, void* base, std::size_t bytes) {
-  if (!strategy_->working_set_in_dram())
+  if (detail::find_registration(options_.strategy)->working_set != detail::WorkingSet::dram)
     return make_error(Errc::invalid_argument,
                       "strategy '" + options_.strategy +
                           "' keeps its working set in NVM, so it cannot adopt memory "

@@ -42,7 +42,6 @@ class CopyStrategy : public Strategy {
  public:
   CopyStrategy();
   ~CopyStrategy() override;
-  bool working_set_in_dram() const override { return true; }
   Result<void> open(Layout& layout, const Options& options) override;
   std::optional<std::uint64_t> committed() const override;
   Result<void> restore(Layout& layout) override;

@@ -10,11 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "cairn/persist.hpp"
-#include "testing/temp_dir.hpp"
+#include "persist/strategy.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace cairn::persist {
 namespace {
@@ -263,7 +265,15 @@ TEST_P(Incremental, ForeignFaultsStillKill) {
   EXPECT_TRUE(died_of_it) << "status " << st;
 }
 
-INSTANTIATE_TEST_SUITE_P(CopyStrategies, Incremental, ::testing::Values("dram-cache", "nt-copy"), [](const auto& p) {
+// Every strategy whose registry record says it honours Options::incremental.
+std::vector<std::string> incremental_strategies() {
+  std::vector<std::string> out;
+  for (const auto& r : detail::registry())
+    if (r.incremental) out.push_back(r.name);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(CopyStrategies, Incremental, ::testing::ValuesIn(incremental_strategies()), [](const auto& p) {
   std::string n = p.param;
   for (auto& ch : n)
     if (ch == '-') ch = '_';

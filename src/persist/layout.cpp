@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "cairn/pool.hpp"
+#include "cairn/extended/pool.hpp"
 
 namespace cairn::persist::detail {
 

@@ -9,6 +9,10 @@
 
 #include "cairn/persist.hpp"
 
+namespace cairn::pool {
+class Pool;
+}
+
 namespace cairn::persist {
 
 // Gives strategies access to the private fields of Region and DualRegion.
@@ -52,7 +56,21 @@ struct RegionDesc {
 };
 static_assert(sizeof(RegionDesc) == 64);
 
+// Options of cairn's own harnesses, never set by applications: they reach a
+// Context only through create_context() (persist.hpp declares it), and reach
+// the strategy with the layout it opens.
+struct InternalOptions {
+  // The crash simulator's way in: SlotStore attaches to this pool (already
+  // open, borrowed, an image on the simulator device) instead of opening
+  // <dir>/<name>.pool. The state lives at root slot 0 as usual; a pool whose
+  // root slot 0 is empty counts as new.
+  pool::Pool* borrowed_pool = nullptr;
+  // shadow: behave as if the pool file could not be mapped (its DRAM view).
+  bool shadow_dram_view = false;
+};
+
 struct Layout {
+  InternalOptions internal;
   std::vector<std::unique_ptr<Region>> plains;
   std::vector<std::unique_ptr<DualRegion>> pairs;
   std::vector<Entry> entries;

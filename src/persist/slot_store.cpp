@@ -34,12 +34,7 @@ std::size_t meta_bytes(const Layout& layout) {
       kPage + layout.entries.size() * sizeof(RegionDesc) + 2 * pointer_capacity(layout) * sizeof(PointerRecord), kPage);
 }
 
-thread_local pool::Pool* t_borrowed = nullptr;
-
 }  // namespace
-
-BorrowedPoolScope::BorrowedPoolScope(pool::Pool& pool) : previous_(t_borrowed) { t_borrowed = &pool; }
-BorrowedPoolScope::~BorrowedPoolScope() { t_borrowed = previous_; }
 
 StateHeader* SlotStore::header() const { return reinterpret_cast<StateHeader*>(pool_->at(extent_)); }
 
@@ -58,9 +53,9 @@ Result<std::unique_ptr<SlotStore>> SlotStore::open_or_create(const Options& opti
   std::unique_ptr<SlotStore> s(new SlotStore());
   s->layout_ = &layout;
   s->place_regions(layout);
-  if (t_borrowed != nullptr) {
-    s->pool_ = t_borrowed;
-    s->path_ = t_borrowed->path().empty() ? "borrowed pool" : t_borrowed->path();
+  if (pool::Pool* borrowed = layout.internal.borrowed_pool) {
+    s->pool_ = borrowed;
+    s->path_ = borrowed->path().empty() ? "borrowed pool" : borrowed->path();
     s->existed_ = s->pool_->root(kStateRoot).offset != 0;
     auto r = s->existed_ ? s->attach_existing(layout, strategy) : s->init_new(layout, strategy);
     if (!r.ok()) return std::move(r).error();

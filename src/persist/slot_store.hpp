@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "cairn/extended/pool.hpp"
 #include "cairn/persist.hpp"
-#include "cairn/pool.hpp"
 #include "persist/layout.hpp"
 
 namespace cairn::persist::detail {
@@ -67,27 +67,12 @@ static_assert(offsetof(StateHeader, version_word) % 64 == 0);
 static_assert(offsetof(StateHeader, slot_meta) % 64 == 0);
 static_assert(sizeof(StateHeader) <= 4096);
 
-// The crash simulator's way in (testing/crashsim/strategies.cpp): while a
-// scope is alive, SlotStore::open_or_create on the same thread attaches to
-// `pool` (already open, borrowed, typically an image on the simulator device)
-// instead of opening <dir>/<name>.pool. The state lives at root slot 0 of that
-// pool as usual; a pool whose root slot 0 is empty counts as new.
-class BorrowedPoolScope {
- public:
-  explicit BorrowedPoolScope(pool::Pool& pool);
-  ~BorrowedPoolScope();
-  BorrowedPoolScope(const BorrowedPoolScope&) = delete;
-  BorrowedPoolScope& operator=(const BorrowedPoolScope&) = delete;
-
- private:
-  pool::Pool* previous_;
-};
-
 class SlotStore {
  public:
   // Opens <dir>/<name>.pool or creates it sized for `layout`. A pool written
   // by another strategy is refused; a layout that differs from the stored one
-  // is remembered and reported by check_layout().
+  // is remembered and reported by check_layout(). With
+  // layout.internal.borrowed_pool it attaches to that pool instead.
   static Result<std::unique_ptr<SlotStore>> open_or_create(const Options& options, const Layout& layout,
                                                            const std::string& strategy);
 
@@ -131,7 +116,7 @@ class SlotStore {
   StateHeader* header() const;
 
   std::unique_ptr<pool::Pool> owned_;
-  pool::Pool* pool_ = nullptr;  // owned_, or a borrowed pool (BorrowedPoolScope)
+  pool::Pool* pool_ = nullptr;  // owned_, or InternalOptions::borrowed_pool
   std::string path_;
   bool existed_ = false;
   std::uint64_t extent_ = 0;

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "cairn/device.hpp"
+#include "cairn/extended/device.hpp"
 #include "cairn/persist.hpp"
 #include "persist/layout.hpp"
 
@@ -31,8 +31,6 @@ class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual std::string name() const = 0;
-  // True if the working set lives in DRAM (so register_region() is allowed).
-  virtual bool working_set_in_dram() const = 0;
 
   virtual Result<void> open(Layout& layout, const Options& options) = 0;
   virtual std::optional<std::uint64_t> committed() const = 0;
@@ -53,22 +51,68 @@ class Strategy {
 
 using Factory = std::function<std::unique_ptr<Strategy>()>;
 
+// Where a strategy keeps the working set the application computes on. DRAM
+// strategies may adopt application memory (Context::register_region()).
+enum class WorkingSet { dram, nvm };
+
+// What restore() costs: switching to the committed version (O(1)), reading a
+// log, or copying the whole state back (the file and DRAM-cache baselines).
+enum class RestoreCost { constant, log, copy };
+
+// How the crash harness (tests/crashsim) explores the strategy:
+//   pool          it runs on a cairn pool the harness lends it
+//                 (Options::borrowed_pool), so every flush, drain and copy
+//                 goes through the simulator device; the harness builds one
+//                 workload per CrashVariant, named strategy.NAME[.SUFFIX],
+//                 and the CI crash suite gives each its share;
+//   libpmemobj    its own pool format; tests/crashsim/workloads/undo_log.cpp
+//                 runs it with libpmemobj's persist calls interposed;
+//   files         it writes files; the file-system crash explorer
+//                 (tests/crashsim/fs_*.cpp) runs it.
+enum class CrashHarness { pool, libpmemobj, files };
+
+struct CrashVariant {
+  std::string suffix;  // "" for the plain workload
+  std::string what;    // one line for `cairn-crashsim list`
+  bool async_flush = false;
+  bool incremental = false;
+  bool eadr_share = false;  // also a share under the eADR model in CI
+};
+
+// What `cairn bench strategies` needs to hold a row to the right goal.
+struct BenchTraits {
+  bool copy_based = false;      // commit copies the whole state into the pool
+  bool dual = false;            // the benchmark's state is a DualRegion
+  std::size_t file_factor = 2;  // storage it needs, in state sizes
+  std::size_t dram_factor = 1;  // DRAM it needs besides the pool, in state sizes
+  std::string note;             // the caveat printed with its rows
+};
+
+// One record per strategy: everything the rest of cairn (the conformance
+// suite, the crash harness and its CI shares, the apps' restart tests, the
+// benchmarks, storage clean-up) knows about it. Adding a strategy is one
+// folder under src/persist/ plus one record in registry.cpp.
 struct Registration {
   std::string name;
   std::string summary;
   Factory make;
+  WorkingSet working_set = WorkingSet::nvm;
+  RestoreCost restore_cost = RestoreCost::constant;
+  bool incremental = false;  // honours Options::incremental (copies only pages written since the last commit)
+  // The files it creates in Options::dir, as patterns after Options::name
+  // ("*" matches any run of characters): ".pool" names <dir>/<name>.pool.
+  std::vector<std::string> storage;
+  CrashHarness crash = CrashHarness::pool;
+  std::vector<CrashVariant> crash_variants;  // for CrashHarness::pool
+  BenchTraits bench;
 };
 
 // All built-in strategies, in a fixed order.
 const std::vector<Registration>& registry();
+// The record of `name`, or null.
+const Registration* find_registration(const std::string& name);
+// Errc::invalid_argument naming the known strategies if `name` is unknown;
+// Errc::internal if its factory returns nothing.
 Result<std::unique_ptr<Strategy>> make_strategy(const std::string& name);
-
-// Factories, one per strategy folder.
-std::unique_ptr<Strategy> make_undo_log();
-std::unique_ptr<Strategy> make_shadow();
-std::unique_ptr<Strategy> make_file();
-std::unique_ptr<Strategy> make_dram_cache();
-std::unique_ptr<Strategy> make_nt_copy();
-std::unique_ptr<Strategy> make_in_place();
 
 }  // namespace cairn::persist::detail

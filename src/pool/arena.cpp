@@ -2,7 +2,7 @@
 // rebuilt from reachability after open (no allocation log on media).
 #include <bit>
 
-#include "cairn/pool.hpp"
+#include "cairn/extended/pool.hpp"
 
 namespace cairn::pool {
 namespace {

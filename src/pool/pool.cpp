@@ -1,5 +1,5 @@
 // pool.cpp — create, open, validate and close pool files; roots; primitives.
-#include "cairn/pool.hpp"
+#include "cairn/extended/pool.hpp"
 
 #include <fcntl.h>
 #include <libpmem.h>
@@ -494,7 +494,7 @@ void Pool::memcpy_flush_persist_mt(void* dst, const void* src, std::size_t len, 
   });
 }
 
-// ---- in-memory images (used by the crash simulator, testing/crashsim) ----
+// ---- in-memory images (used by the crash simulator, tests/crashsim) ----
 
 namespace {
 thread_local int parallel_depth = 0;

@@ -1,5 +1,5 @@
 // pool_test.cpp — pool create/open, roots, arena, primitives and every open error.
-#include "cairn/pool.hpp"
+#include "cairn/extended/pool.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include <numeric>
 #include <vector>
 
-#include "testing/temp_dir.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace cairn::pool {
 namespace {

@@ -1,10 +1,8 @@
-// cmd_bench.cpp — `cairn bench NAME`: the experiments of src/experiments/ and apps/experiments/, one subcommand each.
+// cmd_bench.cpp — `cairn bench NAME`: every benchmark and experiment of bench/, one subcommand each.
 //
-// An experiment lives in src/experiments/NAME_bench.{hpp,cpp} (run, print,
-// write JSON) — or in apps/experiments/ when it runs proxy applications, since
-// src/ does not depend on apps/ — and is exposed here by one add_NAME() that
-// registers its subcommand under `bench`; add the call to
-// add_bench_commands() at the end.
+// An experiment lives in bench/NAME_bench.{hpp,cpp} (run, print, write JSON)
+// and is exposed here by one add_NAME() that registers its subcommand under
+// `bench`; add the call to add_bench_commands() at the end.
 // Conventions shared by all of them: progress on stderr (--quiet silences
 // it), the table on stdout, --json FILE for the same data; exit status 0
 // measured (whatever the numbers), 1 measured but some part failed with an
@@ -15,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "apps/experiments/fig12_bench.hpp"
-#include "apps/experiments/seed001_bench.hpp"
-#include "apps/experiments/seed003_bench.hpp"
+#include "bench/bench_util.hpp"
+#include "bench/checkpoint_bench.hpp"
+#include "bench/overhead_bench.hpp"
+#include "bench/placement_bench.hpp"
+#include "bench/strategies_bench.hpp"
+#include "bench/stream_bench.hpp"
 #include "commands.hpp"
-#include "experiments/bench_util.hpp"
-#include "experiments/strategies_bench.hpp"
-#include "experiments/stream_bench.hpp"
 
 namespace cairn::tool {
 namespace {
@@ -69,21 +67,21 @@ void add_strategies(CLI::App& bench) {
   cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
   cmd->callback([args] {
-    auto size = experiments::parse_size(args->size);
+    auto size = bench::parse_size(args->size);
     if (!size.ok()) return fail("strategies", size.error());
-    experiments::StrategiesBenchOptions o;
+    bench::StrategiesBenchOptions o;
     o.size = size.value();
     o.threads = args->threads;
     o.repeats = args->repeats;
     o.partial_pct = args->partial;
     o.dir = args->dir;
-    o.strategies = experiments::split_list(args->strategies);
-    o.profiles = experiments::split_list(args->profiles);
-    auto report = experiments::run_strategies_bench(o, args->quiet ? nullptr : &std::cerr);
+    o.strategies = bench::split_list(args->strategies);
+    o.profiles = bench::split_list(args->profiles);
+    auto report = bench::run_strategies_bench(o, args->quiet ? nullptr : &std::cerr);
     if (!report.ok()) return fail("strategies", report.error());
-    experiments::print_strategies_report(report.value(), std::cout);
+    bench::print_strategies_report(report.value(), std::cout);
     if (!args->json.empty())
-      if (auto w = experiments::write_strategies_json(report.value(), args->json); !w.ok())
+      if (auto w = bench::write_strategies_json(report.value(), args->json); !w.ok())
         return fail("strategies", w.error());
     exit_code() = kExitOk;
     for (const auto& row : report.value().rows)
@@ -94,7 +92,7 @@ void add_strategies(CLI::App& bench) {
 // "1,2" → {1, 2}.
 Result<std::vector<unsigned>> parse_threads(const std::string& text) {
   std::vector<unsigned> out;
-  for (const auto& item : experiments::split_list(text)) {
+  for (const auto& item : bench::split_list(text)) {
     char* end = nullptr;
     const unsigned long v = std::strtoul(item.c_str(), &end, 10);
     if (*end != '\0' || v == 0 || v > 256)
@@ -105,8 +103,8 @@ Result<std::vector<unsigned>> parse_threads(const std::string& text) {
   return out;
 }
 
-void add_fig12(CLI::App& bench) {
-  auto* cmd = bench.add_subcommand("fig12",
+void add_overhead(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("overhead",
                                    "Seed 004 Fig. 12: overhead of persisting at every iteration (native, nt-copy "
                                    "checkpoint, in-place without / with flushing / with the helper thread, undo-log)");
   cmd->footer(
@@ -125,9 +123,9 @@ void add_fig12(CLI::App& bench) {
     bool quiet = false;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("--apps", args->apps,
-                  "Comma-separated apps (default npb-cg,npb-mg,jacobi, and sph when built); known: " +
-                      apps::experiments::app_names());
+  cmd->add_option(
+      "--apps", args->apps,
+      "Comma-separated apps (default npb-cg,npb-mg,jacobi, and sph when built); known: " + bench::app_names());
   cmd->add_option("--variants", args->variants,
                   "Comma-separated variants (default all): native, nt-copy, in-place-no-flush, in-place-sync, "
                   "in-place, undo-log; native is always measured");
@@ -142,30 +140,29 @@ void add_fig12(CLI::App& bench) {
   cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
   cmd->callback([args] {
-    apps::experiments::Fig12Options o;
-    o.apps = experiments::split_list(args->apps);
-    o.variants = experiments::split_list(args->variants);
-    o.profiles = experiments::split_list(args->profiles);
+    bench::OverheadOptions o;
+    o.apps = bench::split_list(args->apps);
+    o.variants = bench::split_list(args->variants);
+    o.profiles = bench::split_list(args->profiles);
     auto threads = parse_threads(args->threads);
-    if (!threads.ok()) return fail("fig12", threads.error());
+    if (!threads.ok()) return fail("overhead", threads.error());
     o.threads = threads.value();
     o.npb_class = args->npb_class;
     o.sizes = args->sizes;
     o.repeats = args->repeats;
     o.dir = args->dir;
-    auto report = apps::experiments::run_fig12_bench(o, args->quiet ? nullptr : &std::cerr);
-    if (!report.ok()) return fail("fig12", report.error());
-    apps::experiments::print_fig12_report(report.value(), std::cout);
+    auto report = bench::run_overhead_bench(o, args->quiet ? nullptr : &std::cerr);
+    if (!report.ok()) return fail("overhead", report.error());
+    bench::print_overhead_report(report.value(), std::cout);
     if (!args->json.empty())
-      if (auto w = apps::experiments::write_fig12_json(report.value(), args->json); !w.ok())
-        return fail("fig12", w.error());
+      if (auto w = bench::write_overhead_json(report.value(), args->json); !w.ok()) return fail("overhead", w.error());
     exit_code() = report.value().failed_runs ? kExitPartFailed : kExitOk;
   });
 }
 
-void add_seed003(CLI::App& bench) {
+void add_placement(CLI::App& bench) {
   auto* cmd = bench.add_subcommand(
-      "seed003",
+      "placement",
       "Seed 003: the Jacobi stream-function kernel and the sharpening stencil with arrays in DRAM vs in the pool, "
       "without and with persistence at every iteration");
   cmd->footer(
@@ -195,19 +192,19 @@ void add_seed003(CLI::App& bench) {
   cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
   cmd->callback([args] {
-    apps::experiments::Seed003Options o;
-    o.variants = experiments::split_list(args->variants);
-    o.profiles = experiments::split_list(args->profiles);
+    bench::PlacementOptions o;
+    o.variants = bench::split_list(args->variants);
+    o.profiles = bench::split_list(args->profiles);
     o.threads = args->threads;
     o.sizes = args->sizes;
     o.repeats = args->repeats;
     o.dir = args->dir;
-    auto report = apps::experiments::run_seed003_bench(o, args->quiet ? nullptr : &std::cerr);
-    if (!report.ok()) return fail("seed003", report.error());
-    apps::experiments::print_seed003_report(report.value(), std::cout);
+    auto report = bench::run_placement_bench(o, args->quiet ? nullptr : &std::cerr);
+    if (!report.ok()) return fail("placement", report.error());
+    bench::print_placement_report(report.value(), std::cout);
     if (!args->json.empty())
-      if (auto w = apps::experiments::write_seed003_json(report.value(), args->json); !w.ok())
-        return fail("seed003", w.error());
+      if (auto w = bench::write_placement_json(report.value(), args->json); !w.ok())
+        return fail("placement", w.error());
     exit_code() = report.value().failed_runs ? kExitPartFailed : kExitOk;
   });
 }
@@ -240,22 +237,21 @@ void add_stream(CLI::App& bench) {
   cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
   cmd->callback([args] {
-    experiments::StreamBenchOptions o;
+    bench::StreamBenchOptions o;
     if (!args->size.empty()) {
-      auto size = experiments::parse_size(args->size);
+      auto size = bench::parse_size(args->size);
       if (!size.ok()) return fail("stream", size.error());
       o.array_bytes = size.value();
     }
     o.threads = args->threads;
     o.repeats = args->repeats;
-    o.profiles = experiments::split_list(args->profiles);
+    o.profiles = bench::split_list(args->profiles);
     o.dir = args->dir;
-    auto report = experiments::run_stream_bench(o, args->quiet ? nullptr : &std::cerr);
+    auto report = bench::run_stream_bench(o, args->quiet ? nullptr : &std::cerr);
     if (!report.ok()) return fail("stream", report.error());
-    experiments::print_stream_report(report.value(), std::cout);
+    bench::print_stream_report(report.value(), std::cout);
     if (!args->json.empty())
-      if (auto w = experiments::write_stream_json(report.value(), args->json); !w.ok())
-        return fail("stream", w.error());
+      if (auto w = bench::write_stream_json(report.value(), args->json); !w.ok()) return fail("stream", w.error());
     exit_code() = report.value().failed ? kExitPartFailed : kExitOk;
   });
 }
@@ -265,11 +261,12 @@ void add_stream(CLI::App& bench) {
 void add_bench_commands(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Experiments: run one, print its table, optionally write JSON");
   bench->require_subcommand(1);
+  add_device_bench(*bench);
   add_strategies(*bench);
-  add_fig12(*bench);
-  add_seed003(*bench);
+  add_overhead(*bench);
+  add_placement(*bench);
   add_stream(*bench);
-  apps::experiments::add_seed001_command(*bench);
+  bench::add_checkpoint_command(*bench);
 }
 
 }  // namespace cairn::tool

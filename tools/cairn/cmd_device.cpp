@@ -1,14 +1,15 @@
-// cmd_device.cpp — `cairn device bench|profiles`: measure the persistence primitives and the NVM emulation.
+// cmd_device.cpp — `cairn device profiles` and `cairn bench device`: the NVM profiles, and a benchmark of the
+// persistence primitives and of the emulation.
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "cairn/profile.hpp"
+#include "bench/bench_util.hpp"
+#include "bench/device_bench.hpp"
+#include "cairn/extended/profile.hpp"
 #include "commands.hpp"
-#include "experiments/bench_util.hpp"
-#include "experiments/device_bench.hpp"
 
 namespace cairn::tool {
 namespace {
@@ -17,10 +18,10 @@ constexpr int kExitOk = 0;
 constexpr int kExitCannot = 2;  // bad option value, or the benchmark could not run
 
 // "64M", "1G", "4194304", "256MiB": binary multiples.
-void add_bench(CLI::App& device) {
-  auto* cmd = device.add_subcommand("bench",
-                                    "Measure flush, drain, persist and non-temporal copy, and how well the "
-                                    "emulated device meets each profile");
+void add_device_bench_impl(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("device",
+                                   "Measure flush, drain, persist and non-temporal copy, and how well the "
+                                   "emulated device meets each profile");
   cmd->footer(
       "Creates scratch pools in DIR (default $CAIRN_POOL_DIR, else /dev/shm/cairn) and removes them.\n"
       "Table 1 (real device): memcpy into the pool is the baseline; every other row is measured in the\n"
@@ -52,21 +53,21 @@ void add_bench(CLI::App& device) {
   cmd->add_flag("--no-fidelity", args->no_fidelity, "Skip table 2 (emulation fidelity)");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
   cmd->callback([args] {
-    auto size = experiments::parse_size(args->size);
+    auto size = bench::parse_size(args->size);
     if (!size.ok()) {
-      std::cerr << "cairn device bench: " << size.error().message << "\n";
+      std::cerr << "cairn bench device: " << size.error().message << "\n";
       exit_code() = kExitCannot;
       return;
     }
     for (const auto& p : args->profiles) {  // fail before measuring anything
       auto parsed = devices::parse_profile(p);
       if (!parsed.ok()) {
-        std::cerr << "cairn device bench: " << parsed.error().message << "\n";
+        std::cerr << "cairn bench device: " << parsed.error().message << "\n";
         exit_code() = kExitCannot;
         return;
       }
     }
-    experiments::DeviceBenchOptions o;
+    bench::DeviceBenchOptions o;
     o.dir = args->dir;
     o.size = size.value();
     o.threads = args->threads;
@@ -74,17 +75,17 @@ void add_bench(CLI::App& device) {
     o.profiles = args->profiles;
     o.primitives = !args->no_primitives;
     o.fidelity = !args->no_fidelity;
-    auto report = experiments::run_device_bench(o, args->quiet ? nullptr : &std::cerr);
+    auto report = bench::run_device_bench(o, args->quiet ? nullptr : &std::cerr);
     if (!report.ok()) {
-      std::cerr << "cairn device bench: " << report.error().message << "\n";
+      std::cerr << "cairn bench device: " << report.error().message << "\n";
       exit_code() = kExitCannot;
       return;
     }
-    experiments::print_device_report(report.value(), std::cout);
+    bench::print_device_report(report.value(), std::cout);
     if (!args->json.empty()) {
-      auto w = experiments::write_device_report_json(report.value(), args->json);
+      auto w = bench::write_device_report_json(report.value(), args->json);
       if (!w.ok()) {
-        std::cerr << "cairn device bench: " << w.error().message << "\n";
+        std::cerr << "cairn bench device: " << w.error().message << "\n";
         exit_code() = kExitCannot;
         return;
       }
@@ -97,7 +98,7 @@ void add_profiles(CLI::App& device) {
   auto* cmd = device.add_subcommand("profiles", "List the named NVM profiles of the emulated device");
   cmd->footer(
       "Select one with CAIRN_DEVICE=emulated:NAME or CAIRN_DEVICE_PROFILE=NAME (or numbers, see\n"
-      "`cairn device bench --help`). Latencies are charged on top of DRAM; bandwidths are caps.");
+      "`cairn bench device --help`). Latencies are charged on top of DRAM; bandwidths are caps.");
   cmd->callback([] {
     for (const auto& name : devices::profile_names()) {
       auto p = devices::parse_profile(name);
@@ -110,10 +111,11 @@ void add_profiles(CLI::App& device) {
 
 }  // namespace
 
+void add_device_bench(CLI::App& bench) { add_device_bench_impl(bench); }
+
 void add_device_commands(CLI::App& app) {
-  auto* device = app.add_subcommand("device", "Device models behind the persistence primitives: benchmark, profiles");
+  auto* device = app.add_subcommand("device", "Device models behind the persistence primitives: the named profiles");
   device->require_subcommand(1);
-  add_bench(*device);
   add_profiles(*device);
 }
 

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "cairn/device.hpp"
-#include "cairn/pool.hpp"
+#include "cairn/extended/device.hpp"
+#include "cairn/extended/pool.hpp"
 #include "commands.hpp"
 
 namespace cairn::tool {

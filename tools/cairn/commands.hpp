@@ -9,8 +9,9 @@ namespace cairn::tool {
 // process exit code through exit_code().
 void add_pool_commands(CLI::App& app);
 void add_device_commands(CLI::App& app);
-void add_crashsim_commands(CLI::App& app);
 void add_bench_commands(CLI::App& app);
+// `cairn bench device` (cmd_device.cpp), registered by add_bench_commands.
+void add_device_bench(CLI::App& bench);
 void add_run_commands(CLI::App& app);
 
 int& exit_code();

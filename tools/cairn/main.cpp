@@ -1,5 +1,6 @@
-// main.cpp — the `cairn` command line: pool inspection, device benchmarks,
-// the crash simulator. Run `cairn --help` or `cairn SUBCOMMAND --help`.
+// main.cpp — the `cairn` command line: pool inspection, devices, benchmarks,
+// the proxy applications. (The crash simulator is a separate test tool,
+// `cairn-crashsim`, built in tests/crashsim and never installed.) Run `cairn --help` or `cairn SUBCOMMAND --help`.
 #include <iostream>
 
 #include "commands.hpp"
@@ -16,7 +17,6 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   cairn::tool::add_pool_commands(app);
   cairn::tool::add_device_commands(app);
-  cairn::tool::add_crashsim_commands(app);
   cairn::tool::add_bench_commands(app);
   cairn::tool::add_run_commands(app);
   try {

@@ -244,7 +244,6 @@ class FileCheckpoint final : public Strategy {
     if (dir_fd_ >= 0) ::close(dir_fd_);
   }
   std::string name() const override { return "file"; }
-  bool working_set_in_dram() const override { return true; }
   Result<void> open(Layout& layout, const Options& options) override;
   std::optional<std::uint64_t> committed() const override { return committed_; }
   Result<void> restore(Layout& layout) override;

@@ -80,7 +80,6 @@ class InPlace final : public Strategy {
  public:
   ~InPlace() override;
   std::string name() const override { return "in-place"; }
-  bool working_set_in_dram() const override { return false; }
 
   Result<void> open(Layout& layout, const Options& options) override;
   std::optional<std::uint64_t> committed() const override { return store_->committed(); }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cairn/persist.hpp"
-#include "testing/temp_dir.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace cairn::persist {
 namespace {

@@ -66,10 +66,6 @@
 
 namespace cairn::persist::detail {
 
-// Test hook: behave as if the pool file could not be mapped.
-std::atomic<bool> g_shadow_force_dram{false};
-void shadow_force_dram_for_testing(bool on) { g_shadow_force_dram.store(on); }
-
 namespace {
 
 constexpr std::size_t kPage = 4096;
@@ -78,7 +74,6 @@ class Shadow final : public Strategy {
  public:
   ~Shadow() override { unmap_all(); }
   std::string name() const override { return "shadow"; }
-  bool working_set_in_dram() const override { return false; }
   Result<void> open(Layout& layout, const Options& options) override;
   std::optional<std::uint64_t> committed() const override {
     return store_ ? store_->committed() : std::optional<std::uint64_t>{};
@@ -142,7 +137,7 @@ void Shadow::point_regions(Layout& layout, int read_slot) {
 
 Result<void> Shadow::map_views(Layout& layout) {
   const std::string& path = store_->pool().path();
-  if (path.empty() || g_shadow_force_dram.load()) return make_error(Errc::unsupported, "no pool file");
+  if (path.empty() || layout.internal.shadow_dram_view) return make_error(Errc::unsupported, "no pool file");
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     return make_error(Errc::unsupported, path + " is not a regular file");

@@ -10,12 +10,10 @@
 #include <vector>
 
 #include "cairn/persist.hpp"
-#include "testing/temp_dir.hpp"
+#include "persist/layout.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace cairn::persist {
-namespace detail {
-void shadow_force_dram_for_testing(bool on);  // shadow.cpp
-}  // namespace detail
 namespace {
 
 using cairn::testing::TempDir;
@@ -45,8 +43,11 @@ class Shadow : public ::testing::Test {
     o.threads = 2;
     return o;
   }
-  std::unique_ptr<Context> make() {
-    auto c = Context::create(options());
+  // dram_view: as if the pool file could not be mapped (shadow's DRAM fallback).
+  std::unique_ptr<Context> make(bool dram_view = false) {
+    detail::InternalOptions internal;
+    internal.shadow_dram_view = dram_view;
+    auto c = detail::create_context(options(), internal);
     EXPECT_TRUE(c.ok()) << c.error().message;
     return std::move(c.value());
   }
@@ -220,9 +221,8 @@ TEST_F(Shadow, ApplicationMemoryIsRefused) {
 
 // Without a mappable pool file the strategy keeps working on DRAM copies.
 TEST_F(Shadow, DramFallbackRoundTrip) {
-  detail::shadow_force_dram_for_testing(true);
   {
-    auto ctx = make();
+    auto ctx = make(true);
     auto* a = ctx->region("a", kA).value();
     auto* d = ctx->dual_region("d", kD).value();
     ASSERT_TRUE(ctx->open().ok());
@@ -236,14 +236,14 @@ TEST_F(Shadow, DramFallbackRoundTrip) {
     EXPECT_TRUE(matches(a->data(), kA, 3));
     EXPECT_TRUE(matches(d->read(), kD, 13));
   }
-  auto ctx = make();
+  auto ctx = make(true);
   auto* a = ctx->region("a", kA).value();
   auto* d = ctx->dual_region("d", kD).value();
   ASSERT_TRUE(ctx->open().ok());
   ASSERT_EQ(ctx->restore().value(), 3u);
   EXPECT_TRUE(matches(a->data(), kA, 3));
   EXPECT_TRUE(matches(d->read(), kD, 13));
-  detail::shadow_force_dram_for_testing(false);
+
   // And the view-based shadow reads what the fallback wrote.
   auto view = make();
   auto* a3 = view->region("a", kA).value();

@@ -45,7 +45,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "cairn/pool.hpp"
+#include "cairn/extended/pool.hpp"
 #include "persist/strategy.hpp"
 
 namespace cairn::persist::detail {
@@ -112,7 +112,6 @@ class UndoLog final : public Strategy {
  public:
   ~UndoLog() override;
   std::string name() const override { return "undo-log"; }
-  bool working_set_in_dram() const override { return false; }
 
   Result<void> open(Layout& layout, const Options& options) override;
   Result<void> open_pool(Layout& layout, const Options& options);

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "cairn/persist.hpp"
-#include "testing/temp_dir.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace cairn::persist {
 namespace {

@@ -1,0 +1,50 @@
+# bench_smoke_test.cmake — runs one `cairn bench` experiment at a tiny size and
+# checks its exit status and the rows of its JSON (cmake -P; see CMakeLists.txt).
+# -DCAIRN=<cairn binary> -DBENCH=overhead|placement|stream -DOUT=<json file>
+if(BENCH STREQUAL "overhead")
+  # 6 variants x 1 app x 1 profile x 1 thread count.
+  set(args overhead --apps jacobi --size jacobi=32:6 --profiles dram --repeats 1)
+  set(expect_rows 6)
+  set(expect "\"variant\": \"in-place\"" "\"variant\": \"undo-log\"" "\"variant\": \"in-place-no-flush\""
+             "\"median_goal_met\"")
+elseif(BENCH STREQUAL "placement")
+  # 6 variants x 2 kernels x 1 profile.
+  set(args placement --size jacobi=32:6,jacobi-sharpen=64:4 --profiles dram --repeats 1 --threads 2)
+  set(expect_rows 12)
+  set(expect "\"app\": \"jacobi-sharpen\"" "\"variant\": \"pool-no-persist\"" "\"variant\": \"shadow\"")
+elseif(BENCH STREQUAL "stream")
+  # (DRAM + 3 persistence modes x 1 profile) x 4 kernels.
+  get_filename_component(dir ${OUT} DIRECTORY)
+  set(args stream --size 1M --profiles dram --repeats 1 --dir ${dir}/stream-smoke-pools)
+  set(expect_rows 16)
+  set(expect "\"kernel\": \"triad\"" "\"persistence\": \"nt\"" "\"persistence\": \"flush\"")
+else()
+  message(FATAL_ERROR "BENCH must be overhead, placement or stream")
+endif()
+file(REMOVE ${OUT})
+execute_process(COMMAND ${CAIRN} bench ${args} --quiet --json ${OUT} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err)
+message("${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cairn bench ${BENCH} exited with ${rc}: ${err}")
+endif()
+file(READ ${OUT} json)
+# Rows: one "variant" (overhead, placement) or "kernel" (stream) key each.
+string(REGEX MATCHALL "\"(variant|kernel)\": " rows "${json}")
+list(LENGTH rows n)
+if(NOT n EQUAL expect_rows)
+  message(FATAL_ERROR "${OUT}: ${n} rows, expected ${expect_rows}")
+endif()
+foreach(e IN LISTS expect)
+  string(FIND "${json}" "${e}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${OUT}: no ${e}")
+  endif()
+endforeach()
+# Every run verified: no failed run is recorded.
+string(FIND "${json}" "\"verified_runs\": 0" bad)
+string(FIND "${json}" "\"valid\": false" invalid)
+if(NOT bad EQUAL -1 OR NOT invalid EQUAL -1)
+  message(FATAL_ERROR "${OUT}: a run failed")
+endif()
+message("cairn bench ${BENCH}: ${n} rows, all verified")

@@ -1,0 +1,160 @@
+// cairn/extended/device.hpp — what sits behind a pool's persistence primitives.
+//
+// A pool never calls libpmem directly on its hot path. When it maps its file it
+// asks its Device to bind() to the mapping and gets back a table of plain
+// function pointers (Ops) plus a context; flush, drain and the copy routines are
+// then one indirect call with no branches on mode or device (as libpmem2 picks
+// its flush functions once per mapping).
+//
+// Devices:
+//   real      libpmem as it is: clwb/clflushopt + sfence where the mapping is
+//             (treated as) byte-addressable persistent memory, msync otherwise.
+//   emulated  the real primitives plus injected delay and a bandwidth cap taken
+//             from a named Profile (see profile.hpp): an NVM emulator in the
+//             manner of seed 000 §5.1 (spin on the time-stamp counter).
+//   crashsim  (tests/crashsim) keeps a durable image that only flushed and
+//             fenced data reaches, to simulate power failures.
+//
+// Durability model of the real device (ARCHITECTURE.md has the long form):
+//   FlushMode::cpu    cache-line flush + fence. Durable against power loss on a
+//                     DAX mapping of real NVM (ADR); on tmpfs the same
+//                     instructions keep the cost model but the data only
+//                     survives process crashes, not power loss.
+//   FlushMode::msync  for a file on a non-DAX file system: flush(range) is
+//                     msync over the enclosing pages (4 KiB granularity), drain
+//                     is a no-op. Durable against power loss once msync returns.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cairn/error.hpp"
+
+namespace cairn::devices {
+
+// How flushes reach durability. automatic picks cpu for DAX (pmem_is_pmem) and
+// tmpfs mappings and msync for other file systems; CAIRN_FLUSH=cpu|msync
+// overrides it.
+enum class FlushMode : std::uint8_t { automatic = 0, cpu = 1, msync = 2 };
+
+const char* flush_mode_name(FlushMode mode) noexcept;
+Result<FlushMode> parse_flush_mode(const std::string& text);
+
+// Named program points the crash simulator treats as crash points; other
+// devices ignore them.
+enum class Marker : std::uint32_t {
+  commit_begin = 1,
+  commit_point = 2,
+  root_publish = 3,
+  recovery_begin = 4,
+  recovery_end = 5,
+  user = 100,
+};
+
+// The mapping a device is bound to.
+struct Mapping {
+  std::byte* base = nullptr;
+  std::size_t size = 0;
+  bool is_pmem = false;             // libpmem's verdict on the mapping
+  FlushMode mode = FlushMode::cpu;  // resolved, never automatic
+};
+
+// The hot-path function table. Every function takes the device context first.
+struct Ops {
+  void (*flush)(void* ctx, const void* addr, std::size_t len) = nullptr;
+  void (*drain)(void* ctx) = nullptr;
+  // Copy / fill into the mapping with non-temporal stores where that pays
+  // (large sizes), flushing what went through the cache; no final fence.
+  void (*copy_nodrain)(void* ctx, void* dst, const void* src, std::size_t len) = nullptr;
+  void (*fill_nodrain)(void* ctx, void* dst, int c, std::size_t len) = nullptr;
+};
+
+// Snapshot of a device's counters.
+struct Stats {
+  std::uint64_t flush_calls = 0;
+  std::uint64_t lines_flushed = 0;  // cache lines written back by flush()
+  std::uint64_t bytes_flushed = 0;  // lines_flushed * 64
+  std::uint64_t nt_bytes = 0;       // bytes written with non-temporal stores
+  std::uint64_t copied_bytes = 0;   // all bytes written by copy/fill
+  std::uint64_t drains = 0;
+  std::uint64_t msyncs = 0;
+  std::uint64_t injected_delay_ns = 0;  // emulated device only
+  // Bytes that reached NVM: flushed lines plus non-temporal bytes.
+  std::uint64_t nvm_bytes_written() const { return bytes_flushed + nt_bytes; }
+};
+
+// Counters shared by all devices. Relaxed atomics: each is updated once per
+// call, not per line, so the cost stays off the per-line path.
+struct Counters {
+  std::atomic<std::uint64_t> flush_calls{0}, lines_flushed{0}, nt_bytes{0}, copied_bytes{0}, drains{0}, msyncs{0},
+      injected_delay_ns{0};
+  void add(std::atomic<std::uint64_t>& c, std::uint64_t v) { c.fetch_add(v, std::memory_order_relaxed); }
+  Stats snapshot() const;
+  void reset();
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  virtual std::string name() const = 0;
+
+  // Binds to a pool's mapping; returns the function table the pool will call
+  // with context(). Called once per open pool; a device serves one pool.
+  virtual Result<Ops> bind(const Mapping& mapping) = 0;
+  virtual void* context() = 0;
+  // Called before the mapping goes away.
+  virtual void unbind() {}
+
+  // Crash points for the crash simulator; no-op elsewhere.
+  virtual void marker(Marker, const char* /*label*/) {}
+  // Charges the cost of reading `bytes` from NVM (emulated device); library
+  // routines that read persistent data in bulk (restore) call it.
+  virtual void read_charge(std::size_t /*bytes*/, bool /*sequential*/) {}
+
+  Stats stats() const { return state_->counters_.snapshot(); }
+  void reset_stats() { state_->counters_.reset(); }
+  Counters& counters() { return state_->counters_; }
+
+  // errno of the first failed flush (msync) since bind, 0 if none. A pool
+  // whose device failed a flush is poisoned: it refuses further publishes.
+  int io_errno() const { return state_->io_errno_.load(std::memory_order_acquire); }
+  void record_io_error(int err) {
+    int expected = 0;
+    state_->io_errno_.compare_exchange_strong(expected, err, std::memory_order_acq_rel);
+  }
+
+ protected:
+  // A device that wraps another (the emulated device calls the real one's
+  // Ops) reports the wrapped device's counters and I/O error, because those
+  // are what the wrapped primitives update. `inner` must outlive this device.
+  void share_state_with(Device& inner) { state_ = inner.state_; }
+
+  Counters counters_;
+  std::atomic<int> io_errno_{0};
+
+ private:
+  Device* state_ = this;  // whose counters_ / io_errno_ the accessors use
+};
+
+// libpmem as it is.
+std::unique_ptr<Device> make_real_device();
+
+// libpmem plus injected delay and bandwidth caps from a profile spec
+// (profile.hpp describes the names and the numeric form).
+Result<std::unique_ptr<Device>> make_emulated_device(const std::string& profile_spec);
+
+// Builds a device from a spec: "real", "emulated:PROFILE" or a profile spec
+// accepted by parse_profile() (e.g. "optane-dcpmm" or
+// "write_ns=150,read_ns=100,write_gbps=2.3"). An empty spec reads
+// $CAIRN_DEVICE, then $CAIRN_DEVICE_PROFILE (which selects the emulated
+// device with that profile), and falls back to "real".
+Result<std::unique_ptr<Device>> make_device(const std::string& spec);
+
+}  // namespace cairn::devices

@@ -1,0 +1,366 @@
+// conformance_test.cpp — one suite, run against every registered strategy
+// (as Kokkos and libCEED run one suite per backend).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <vector>
+
+#include "cairn/persist.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace cairn::persist {
+namespace {
+
+using cairn::testing::TempDir;
+
+class Conformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  Options options(const std::string& name = "state") const {
+    Options o;
+    o.strategy = GetParam();
+    o.name = name;
+    o.dir = dir_.path();
+    o.threads = 2;
+    return o;
+  }
+  std::unique_ptr<Context> make(const std::string& name = "state") {
+    auto c = Context::create(options(name));
+    if (!c.ok() && c.error().code == Errc::unsupported) return nullptr;
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    return c.ok() ? std::move(c.value()) : nullptr;
+  }
+  TempDir dir_;
+};
+
+#define MAKE_OR_FAIL(var, ...)  \
+  auto var = make(__VA_ARGS__); \
+  if (!var) FAIL() << GetParam() << ": the registered factory built no strategy";
+
+// Fills a region with a pattern that depends on the version.
+void fill(void* p, std::size_t bytes, std::uint64_t version) {
+  auto* w = static_cast<std::uint64_t*>(p);
+  for (std::size_t i = 0; i < bytes / 8; ++i) w[i] = version * 0x9E3779B97F4A7C15ULL + i;
+}
+bool matches(const void* p, std::size_t bytes, std::uint64_t version) {
+  auto* w = static_cast<const std::uint64_t*>(p);
+  for (std::size_t i = 0; i < bytes / 8; ++i)
+    if (w[i] != version * 0x9E3779B97F4A7C15ULL + i) return false;
+  return true;
+}
+
+TEST_P(Conformance, RestoreWithNothingCommitted) {
+  MAKE_OR_FAIL(ctx);
+  ASSERT_TRUE(ctx->region("a", 4096).ok());
+  ASSERT_TRUE(ctx->open().ok());
+  EXPECT_FALSE(ctx->committed_version().has_value());
+  auto r = ctx->restore();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::no_version);
+}
+
+TEST_P(Conformance, CommitRestoreRoundTripAcrossContexts) {
+  constexpr std::size_t kA = 3 * 4096 + 8, kB = 1 << 20;
+  {
+    MAKE_OR_FAIL(ctx);
+    auto* a = ctx->region("a", kA).value();
+    auto* b = ctx->dual_region("b", kB).value();
+    ASSERT_TRUE(ctx->open().ok());
+    for (std::uint64_t v = 1; v <= 3; ++v) {
+      ASSERT_TRUE(ctx->begin().ok());
+      fill(a->data(), kA, v);
+      fill(b->write(), kB, v + 100);
+      auto c = ctx->commit();
+      ASSERT_TRUE(c.ok()) << c.error().message;
+      EXPECT_EQ(c.value(), v);
+      EXPECT_TRUE(matches(b->read(), kB, v + 100));  // roles switched
+    }
+    // Work after the last commit that must not survive.
+    ASSERT_TRUE(ctx->begin().ok());
+    fill(a->data(), kA, 99);
+    fill(b->write(), kB, 99);
+  }
+  MAKE_OR_FAIL(ctx);
+  auto* a = ctx->region("a", kA).value();
+  auto* b = ctx->dual_region("b", kB).value();
+  ASSERT_TRUE(ctx->open().ok());
+  ASSERT_EQ(ctx->committed_version(), std::optional<std::uint64_t>(3));
+  auto r = ctx->restore();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value(), 3u);
+  EXPECT_TRUE(matches(a->data(), kA, 3));
+  EXPECT_TRUE(matches(b->read(), kB, 103));
+  // Versions continue after a restore.
+  fill(b->write(), kB, 4 + 100);
+  fill(a->data(), kA, 4);
+  EXPECT_EQ(ctx->commit().value(), 4u);
+  EXPECT_EQ(ctx->stats().commits, 1u);
+  EXPECT_EQ(ctx->stats().restores, 1u);
+}
+
+TEST_P(Conformance, ManyVersionsRestoreTheLast) {
+  constexpr std::size_t kA = 64 * 1024;
+  for (int round = 0; round < 2; ++round) {
+    MAKE_OR_FAIL(ctx);
+    auto* a = ctx->region("a", kA).value();
+    ASSERT_TRUE(ctx->open().ok());
+    std::uint64_t start = 0;
+    if (round == 1) {
+      start = ctx->restore().value();
+      EXPECT_EQ(start, 50u);
+      EXPECT_TRUE(matches(a->data(), kA, 50));
+    }
+    for (std::uint64_t v = start + 1; v <= start + 50; ++v) {
+      fill(a->data(), kA, v);
+      ASSERT_EQ(ctx->commit().value(), v);
+    }
+  }
+}
+
+// remove_storage() finds exactly the files the strategy's registry record
+// names: afterwards nothing is committed, and another state's files remain.
+TEST_P(Conformance, RemoveStorageRemovesExactlyThisState) {
+  constexpr std::size_t kA = 16 * 1024;
+  for (const char* name : {"kept", "state"}) {
+    MAKE_OR_FAIL(ctx, name);
+    auto* a = ctx->region("a", kA).value();
+    ASSERT_TRUE(ctx->open().ok());
+    fill(a->data(), kA, 1);
+    ASSERT_EQ(ctx->commit().value(), 1u);
+  }
+  auto removed = remove_storage(options());
+  ASSERT_TRUE(removed.ok()) << removed.error().message;
+  EXPECT_FALSE(removed.value().empty()) << GetParam() << " created no file its record names";
+  for (const auto& path : removed.value()) EXPECT_NE(path.find("/state."), std::string::npos) << path;
+  {
+    MAKE_OR_FAIL(ctx);
+    ctx->region("a", kA).value();
+    ASSERT_TRUE(ctx->open().ok());
+    EXPECT_FALSE(ctx->committed_version().has_value());
+  }
+  MAKE_OR_FAIL(kept, "kept");
+  auto* a = kept->region("a", kA).value();
+  ASSERT_TRUE(kept->open().ok());
+  ASSERT_EQ(kept->restore().value(), 1u);
+  EXPECT_TRUE(matches(a->data(), kA, 1));
+}
+
+TEST_P(Conformance, RegistrationErrors) {
+  MAKE_OR_FAIL(ctx);
+  EXPECT_EQ(ctx->region("zero", 0).error().code, Errc::invalid_argument);
+  EXPECT_EQ(ctx->region("", 8).error().code, Errc::invalid_argument);
+  ASSERT_TRUE(ctx->region("a", 4096).ok());
+  EXPECT_EQ(ctx->region("a", 4096).error().code, Errc::invalid_argument);  // twice
+  int outside = 0;
+  void* p = &outside;
+  EXPECT_EQ(ctx->register_pointer(&p).error().code, Errc::invalid_argument);
+  std::vector<char> user(8192);
+  auto adopted = ctx->register_region("user", user.data(), 4096);
+  auto overlap = ctx->register_region("user2", user.data() + 100, 4096);
+  auto strategy = Context::create(options());
+  ASSERT_TRUE(strategy.ok());
+  (void)strategy;
+  if (adopted.ok()) {
+    EXPECT_EQ(overlap.error().code, Errc::invalid_argument);  // overlaps "user"
+  } else {
+    EXPECT_EQ(adopted.error().code, Errc::invalid_argument);  // NVM working set: refused
+  }
+  Options bad = options();
+  bad.strategy = "no-such-strategy";
+  auto unknown = Context::create(bad);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("in-place"), std::string::npos);  // lists the names
+}
+
+TEST_P(Conformance, RegionLargerThanTheDeviceFailsCleanly) {
+  MAKE_OR_FAIL(ctx);
+  // Far more than this machine's memory or disk: open must fail with a typed error.
+  ASSERT_TRUE(ctx->region("huge", std::size_t{1} << 50).ok());
+  auto r = ctx->open();
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.error().code == Errc::device_full || r.error().code == Errc::out_of_space ||
+              r.error().code == Errc::io_error)
+      << errc_name(r.error().code) << ": " << r.error().message;
+}
+
+TEST_P(Conformance, RestoreIntoDifferentLayoutIsAnError) {
+  {
+    MAKE_OR_FAIL(ctx);
+    auto* a = ctx->region("a", 4096).value();
+    ASSERT_TRUE(ctx->open().ok());
+    fill(a->data(), 4096, 1);
+    ASSERT_TRUE(ctx->commit().ok());
+  }
+  MAKE_OR_FAIL(ctx);
+  ASSERT_TRUE(ctx->region("a", 8192).ok());
+  auto o = ctx->open();
+  if (o.ok()) {
+    auto r = ctx->restore();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::layout_mismatch);
+    EXPECT_NE(r.error().message.find("8192"), std::string::npos);
+    EXPECT_FALSE(ctx->commit().ok());  // never overwrites the other layout's version
+  } else {
+    EXPECT_EQ(o.error().code, Errc::layout_mismatch);
+  }
+  // The original still restores.
+  MAKE_OR_FAIL(again);
+  auto* a = again->region("a", 4096).value();
+  ASSERT_TRUE(again->open().ok());
+  ASSERT_TRUE(again->restore().ok());
+  EXPECT_TRUE(matches(a->data(), 4096, 1));
+}
+
+// A linked list whose nodes live in one region and whose head in another:
+// after restore every pointer is rewritten for wherever the regions now live.
+struct Node {
+  Node* next;
+  std::uint64_t value;
+};
+
+TEST_P(Conformance, PointersAreRelocated) {
+  constexpr int kNodes = 100;
+  auto build = [&](Context& ctx, Region*& nodes, Region*& heads) {
+    nodes = ctx.region("nodes", kNodes * sizeof(Node)).value();
+    heads = ctx.region("heads", 2 * sizeof(Node*)).value();
+    ASSERT_TRUE(ctx.open().ok());
+    auto* n = nodes->as<Node>();
+    auto* h = heads->as<Node*>();
+    for (int i = 0; i < kNodes; ++i) ASSERT_TRUE(ctx.register_pointer(&n[i].next).ok());
+    ASSERT_TRUE(ctx.register_pointer(&h[0]).ok());
+    ASSERT_TRUE(ctx.register_pointer(&h[1]).ok());
+  };
+  {
+    MAKE_OR_FAIL(ctx);
+    Region *nodes, *heads;
+    build(*ctx, nodes, heads);
+    auto* n = nodes->as<Node>();
+    // Odd-even interleaved list: 0 -> 2 -> 4 ... -> 98 -> 1 -> 3 ... -> 99 -> null
+    std::vector<int> order;
+    for (int i = 0; i < kNodes; i += 2) order.push_back(i);
+    for (int i = 1; i < kNodes; i += 2) order.push_back(i);
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      n[order[k]].value = static_cast<std::uint64_t>(order[k]) * 3;
+      n[order[k]].next = k + 1 < order.size() ? &n[order[k + 1]] : nullptr;
+    }
+    heads->as<Node*>()[0] = &n[0];
+    heads->as<Node*>()[1] = nullptr;
+    ASSERT_TRUE(ctx->commit().ok());
+    // A pointer to memory outside every region cannot be committed.
+    static Node stray{};
+    heads->as<Node*>()[1] = &stray;
+    auto bad = ctx->commit();
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.error().code, Errc::invalid_argument);
+  }
+  MAKE_OR_FAIL(ctx);
+  Region *nodes, *heads;
+  build(*ctx, nodes, heads);
+  ASSERT_TRUE(ctx->restore().ok());
+  auto* n = nodes->as<Node>();
+  Node* p = heads->as<Node*>()[0];
+  EXPECT_EQ(heads->as<Node*>()[1], nullptr);
+  int count = 0, expect = 0;
+  while (p != nullptr) {
+    ASSERT_GE(p, n);
+    ASSERT_LT(p, n + kNodes);
+    EXPECT_EQ(p->value, static_cast<std::uint64_t>(expect) * 3);
+    expect = expect + 2 < kNodes ? expect + 2 : 1;
+    p = p->next;
+    ++count;
+  }
+  EXPECT_EQ(count, kNodes);
+}
+
+// A child commits versions in a loop and is SIGKILLed, usually mid-commit;
+// the parent restores and finds exactly a committed version, whole.
+TEST_P(Conformance, SigkillDuringCommitThenRestore) {
+  constexpr std::size_t kBytes = 4u << 20;
+  { MAKE_OR_FAIL(probe); }
+  for (int trial = 0; trial < 3; ++trial) {
+    const std::string name = "kill" + std::to_string(trial);
+    int pipefd[2];
+    ASSERT_EQ(pipe(pipefd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(pipefd[0]);
+      auto ctx = std::move(Context::create(options(name)).value());
+      auto* a = ctx->region("a", kBytes).value();
+      auto* d = ctx->dual_region("d", 64 * 1024).value();
+      if (!ctx->open().ok()) _exit(3);
+      for (std::uint64_t v = 1;; ++v) {
+        if (!ctx->begin().ok()) _exit(4);
+        fill(a->data(), kBytes, v);
+        fill(d->write(), 64 * 1024, v);
+        if (!ctx->commit().ok()) _exit(5);
+        if (v == 3) (void)!write(pipefd[1], "x", 1);
+      }
+    }
+    close(pipefd[1]);
+    char c;
+    ASSERT_EQ(read(pipefd[0], &c, 1), 1);
+    close(pipefd[0]);
+    usleep(static_cast<useconds_t>(1000 + trial * 7919 % 20000));
+    kill(pid, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ASSERT_TRUE(WIFSIGNALED(st)) << "child exited with " << WEXITSTATUS(st);
+    auto ctx = std::move(Context::create(options(name)).value());
+    auto* a = ctx->region("a", kBytes).value();
+    auto* d = ctx->dual_region("d", 64 * 1024).value();
+    ASSERT_TRUE(ctx->open().ok());
+    auto v = ctx->restore();
+    ASSERT_TRUE(v.ok()) << v.error().message;
+    EXPECT_GE(v.value(), 3u);
+    EXPECT_TRUE(matches(a->data(), kBytes, v.value())) << "region a is not version " << v.value();
+    EXPECT_TRUE(matches(d->read(), 64 * 1024, v.value())) << "dual d is not version " << v.value();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllStrategies, Conformance, ::testing::ValuesIn(strategy_names()), [](const auto& p) {
+  std::string n = p.param;
+  for (auto& ch : n)
+    if (ch == '-') ch = '_';
+  return n;
+});
+
+TEST(PersistOptions, ConfigFile) {
+  TempDir dir;
+  const auto path = dir.file("cairn.conf");
+  {
+    std::ofstream out(path);
+    out << "# comment\nstrategy = nt-copy\nthreads = 3\nasync_flush = false\n";
+  }
+  auto o = load_options(path);
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->strategy, "nt-copy");
+  EXPECT_EQ(o->threads, 3u);
+  EXPECT_FALSE(o->async_flush);
+  {
+    std::ofstream out(path);
+    out << "strategy = shadow\ncolour = blue\n";
+  }
+  auto bad = load_options(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find(":2: unknown key 'colour'"), std::string::npos);
+  EXPECT_EQ(load_options(dir.file("missing")).error().code, Errc::not_found);
+}
+
+TEST(PersistOptions, StrategyFromEnvironment) {
+  TempDir dir;
+  setenv("CAIRN_STRATEGY", "dram-cache", 1);
+  Options o;
+  o.dir = dir.path();
+  auto ctx = Context::create(o);
+  unsetenv("CAIRN_STRATEGY");
+  ASSERT_TRUE(ctx.ok());
+  EXPECT_EQ(ctx.value()->strategy(), "dram-cache");
+}
+
+}  // namespace
+}  // namespace cairn::persist

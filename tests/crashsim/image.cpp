@@ -1,0 +1,160 @@
+// image.cpp — memfd images with two views, and page write tracking through
+// write faults (see image.hpp for why).
+#include "tests/crashsim/image.hpp"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+namespace cairn::testing::crashsim {
+namespace {
+
+constexpr int kSlots = 64;
+std::atomic<WriteTracker*> g_slots[kSlots];
+struct sigaction g_previous {};
+std::once_flag g_install_once;
+int g_install_errno = 0;
+
+// Write faults on tracked pages are ours; anything else goes to whoever
+// handled SIGSEGV before (the sanitizer's reporter, or the default action).
+void on_segv(int sig, siginfo_t* info, void* uctx) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  if (info->si_code == SEGV_ACCERR) {
+    for (auto& slot : g_slots) {
+      WriteTracker* t = slot.load(std::memory_order_acquire);
+      if (t != nullptr && t->on_fault(addr)) return;
+    }
+  }
+  if ((g_previous.sa_flags & SA_SIGINFO) != 0 && g_previous.sa_sigaction != nullptr) {
+    g_previous.sa_sigaction(sig, info, uctx);
+    return;
+  }
+  if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN && g_previous.sa_handler != nullptr) {
+    g_previous.sa_handler(sig);
+    return;
+  }
+  // Default action: return and fault again with the default disposition.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(SIGSEGV, &dfl, nullptr);
+}
+
+void install_handler() {
+  struct sigaction sa {};
+  sa.sa_sigaction = &on_segv;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  if (sigaction(SIGSEGV, &sa, &g_previous) != 0) g_install_errno = errno;
+}
+
+}  // namespace
+
+WriteTracker::WriteTracker(std::byte* base, std::size_t size)
+    : base_(base),
+      size_(size),
+      pages_((size + kPage - 1) / kPage),
+      bits_(new std::atomic<std::uint64_t>[(pages_ + 63) / 64]),
+      learned_(new std::uint32_t[pages_]) {
+  for (std::size_t i = 0; i < (pages_ + 63) / 64; ++i) bits_[i].store(0, std::memory_order_relaxed);
+}
+
+WriteTracker::~WriteTracker() { stop(); }
+
+void WriteTracker::protect(std::uint32_t first, std::uint32_t count, bool writable) {
+  mprotect(base_ + std::size_t{first} * kPage, std::size_t{count} * kPage,
+           writable ? PROT_READ | PROT_WRITE : PROT_READ);
+}
+
+Result<void> WriteTracker::start() {
+  if (started_) return {};
+  std::call_once(g_install_once, install_handler);
+  if (g_install_errno != 0)
+    return make_error(Errc::unsupported,
+                      std::string("crash simulator: cannot install the SIGSEGV handler for write tracking: ") +
+                          std::strerror(g_install_errno));
+  for (int i = 0; i < kSlots; ++i) {
+    WriteTracker* expected = nullptr;
+    if (g_slots[i].compare_exchange_strong(expected, this, std::memory_order_acq_rel)) {
+      slot_ = i;
+      break;
+    }
+  }
+  if (slot_ < 0) return make_error(Errc::unsupported, "crash simulator: too many tracked images at once");
+  // Protect runs of pages not learned yet.
+  std::uint32_t run = 0;
+  for (std::uint32_t p = 0; p <= pages_; ++p) {
+    const bool learned = p < pages_ && ((bits_[p / 64].load(std::memory_order_relaxed) >> (p % 64)) & 1u) != 0;
+    if (p < pages_ && !learned) {
+      ++run;
+      continue;
+    }
+    if (run > 0) protect(p - run, run, false);
+    run = 0;
+  }
+  started_ = true;
+  return {};
+}
+
+void WriteTracker::stop() {
+  if (!started_) return;
+  mprotect(base_, pages_ * kPage, PROT_READ | PROT_WRITE);
+  g_slots[slot_].store(nullptr, std::memory_order_release);
+  slot_ = -1;
+  started_ = false;
+}
+
+bool WriteTracker::on_fault(std::uintptr_t addr) {
+  const auto b = reinterpret_cast<std::uintptr_t>(base_);
+  if (addr < b || addr >= b + pages_ * kPage) return false;
+  learn(static_cast<std::uint32_t>((addr - b) / kPage));
+  return true;
+}
+
+void WriteTracker::learn(std::uint32_t p) {
+  if (p >= pages_) return;
+  const std::uint64_t bit = std::uint64_t{1} << (p % 64);
+  if ((bits_[p / 64].fetch_or(bit, std::memory_order_acq_rel) & bit) == 0) {
+    learned_[learned_n_.fetch_add(1, std::memory_order_acq_rel)] = p;
+  }
+  if (started_) protect(p, 1, true);
+}
+
+Result<std::unique_ptr<Image>> Image::create(std::size_t size, const char* name) {
+  std::unique_ptr<Image> img(new Image());
+  img->size_ = (size + kPage - 1) / kPage * kPage;
+  img->fd_ = memfd_create(name, MFD_CLOEXEC);
+  if (img->fd_ < 0) return make_error(Errc::io_error, std::string("memfd_create: ") + std::strerror(errno));
+  // The file is `size` bytes (a file workload's library checks its size);
+  // the mappings cover whole pages.
+  if (ftruncate(img->fd_, static_cast<off_t>(size)) != 0)
+    return make_error(Errc::io_error, std::string("ftruncate of a memfd: ") + std::strerror(errno));
+  for (std::byte** v : {&img->view_, &img->alias_}) {
+    void* p = mmap(nullptr, img->size_, PROT_READ | PROT_WRITE, MAP_SHARED, img->fd_, 0);
+    if (p == MAP_FAILED) return make_error(Errc::io_error, std::string("mmap of a memfd: ") + std::strerror(errno));
+    *v = static_cast<std::byte*>(p);
+  }
+  img->tracker_ = std::make_unique<WriteTracker>(img->view_, img->size_);
+  return img;
+}
+
+Image::~Image() {
+  tracker_.reset();
+  if (view_ != nullptr) munmap(view_, size_);
+  if (alias_ != nullptr) munmap(alias_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<void> Image::privatize_view() {
+  tracker_->stop();
+  void* p = mmap(view_, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd_, 0);
+  if (p == MAP_FAILED) return make_error(Errc::io_error, std::string("private remap: ") + std::strerror(errno));
+  return {};
+}
+
+}  // namespace cairn::testing::crashsim
