@@ -363,24 +363,129 @@ Result<std::unique_ptr<Pool>> Pool::open(const std::string& path, OpenOptions op
   return pool;
 }
 
+namespace {
+
+// Problems of every part of a pool that cannot be opened, listed together so
+// that one fatal problem does not hide the others.
+std::vector<std::string> part_problems(const Health& h, const PoolHeader (&hdr)[2], const bool (&magic)[2]) {
+  std::vector<std::string> out;
+  std::vector<std::string> missing;  // parts past the end of the file: one problem for all
+  const bool ok[2] = {h.header0_ok, h.header1_ok};
+  for (int i = 0; i < 2; ++i) {
+    const std::string name = "header copy " + std::to_string(i);
+    if (!h.header_read[i])
+      missing.push_back(name);
+    else if (!magic[i])
+      out.push_back(name + " is damaged (bad magic)");
+    else if (!ok[i])
+      out.push_back(name + " is damaged (checksum mismatch)");
+    else if (hdr[i].layout_version != kLayoutVersion)
+      out.push_back(name + " has layout version " + std::to_string(hdr[i].layout_version) +
+                    ", this cairn reads version " + std::to_string(kLayoutVersion));
+  }
+  if (ok[0] && ok[1] && std::memcmp(&hdr[0], &hdr[1], sizeof(PoolHeader)) != 0)
+    out.push_back("the two header copies differ though both checksums hold");
+  for (int i = 0; i < 2; ++i) {
+    if (!ok[i]) continue;
+    if (hdr[i].pool_size > h.file_size)
+      out.push_back("the file is " + std::to_string(h.file_size) + " bytes but header copy " + std::to_string(i) +
+                    " says " + std::to_string(hdr[i].pool_size) + ": the file was truncated");
+    break;
+  }
+  if (!h.selector_read)
+    missing.push_back("the root selector");
+  else if (h.selector > 1)
+    out.push_back("the root selector holds " + std::to_string(h.selector) + " (not 0 or 1)");
+  const bool table_ok[2] = {h.table0_ok, h.table1_ok};
+  for (int i = 0; i < 2; ++i) {
+    if (!h.table_read[i])
+      missing.push_back("root table " + std::to_string(i));
+    else if (!table_ok[i])
+      out.push_back("root table " + std::to_string(i) + " fails its checksum" +
+                    (h.selector_read && h.selector == static_cast<std::uint64_t>(i)
+                         ? " (it is the one the selector names)"
+                         : ""));
+  }
+  if (!missing.empty()) {
+    std::string parts;
+    for (std::size_t i = 0; i < missing.size(); ++i)
+      parts += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + missing[i];
+    out.push_back("the file ends at " + std::to_string(h.file_size) + " bytes, before " + parts + ": it was truncated");
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<Health> Pool::inspect(const std::string& path) {
-  Health health;
   Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (fd.fd < 0) return file_error(path, "open", errno);
   struct stat st {};
   if (fstat(fd.fd, &st) != 0) return file_error(path, "stat", errno);
   if (S_ISDIR(st.st_mode)) return file_error(path, "open", EISDIR);
-  auto h = read_header(path, fd.fd, static_cast<std::uint64_t>(st.st_size), health);
-  if (!h.ok()) return std::move(h).error();
-  std::uint64_t sel = 0;
-  RootTable t0{}, t1{};
-  read_at(fd.fd, &sel, sizeof sel, kSelectorOffset);
-  read_at(fd.fd, &t0, sizeof t0, kRootTable0);
-  read_at(fd.fd, &t1, sizeof t1, kRootTable1);
-  auto live = choose_table(path, sel, t0, t1, health);
-  if (!live.ok()) return std::move(live).error();
+  if (!S_ISREG(st.st_mode))
+    return make_error(Errc::invalid_argument, path + " is not a regular file; give the path of a pool file");
+
+  // Every part, read on its own.
+  Health health;
+  health.file_size = static_cast<std::uint64_t>(st.st_size);
+  PoolHeader hdr[2]{};
+  const std::size_t got[2] = {read_at(fd.fd, &hdr[0], sizeof(PoolHeader), kHeaderCopy0),
+                              read_at(fd.fd, &hdr[1], sizeof(PoolHeader), kHeaderCopy1)};
+  bool magic[2];
+  for (int i = 0; i < 2; ++i) {
+    health.header_read[i] = got[i] == sizeof(PoolHeader);
+    std::uint64_t m = 0;
+    magic[i] = read_at(fd.fd, &m, sizeof m, i == 0 ? kHeaderCopy0 : kHeaderCopy1) == sizeof m && m == kMagic;
+  }
+  std::uint64_t sel = 0, high_water = 0;
+  RootTable t[2]{};
+  health.selector_read = read_at(fd.fd, &sel, sizeof sel, kSelectorOffset) == sizeof sel;
+  health.table_read[0] = read_at(fd.fd, &t[0], sizeof t[0], kRootTable0) == sizeof t[0];
+  health.table_read[1] = read_at(fd.fd, &t[1], sizeof t[1], kRootTable1) == sizeof t[1];
+  const bool high_water_read = read_at(fd.fd, &high_water, sizeof high_water, kHighWaterOffset) == sizeof high_water;
+
+  // open()'s own checks, in open()'s order: its verdict is the pool's.
+  auto header = validate_header(path, hdr, got, health.file_size, health);
+  for (int i = 0; i < 2; ++i)
+    if ((i == 0 ? health.header0_ok : health.header1_ok)) health.layout_version[i] = hdr[i].layout_version;
+  Result<int> live = header.ok() ? choose_table(path, sel, t[0], t[1], health) : Result<int>(header.error());
+  if (!header.ok()) {
+    // choose_table did not run: its part of the picture still counts.
+    health.selector = sel;
+    health.table0_ok = health.table_read[0] && table_checksum_ok(t[0]);
+    health.table1_ok = health.table_read[1] && table_checksum_ok(t[1]);
+  }
+  for (int i = 0; i < 2; ++i)
+    if (i == 0 ? health.table0_ok : health.table1_ok) health.generation[i] = t[i].generation;
+
+  if (!live.ok()) {
+    const Errc code = live.error().code;
+    const bool damaged = code == Errc::corrupted || code == Errc::truncated || code == Errc::foreign_file;
+    if (!damaged || !(magic[0] || magic[1])) return std::move(live).error();  // nothing to check
+    health.open_error = std::move(live).error();
+    health.problems = part_problems(health, hdr, magic);
+    if (health.problems.empty()) health.problems.push_back(health.open_error.message);
+    return health;
+  }
+
+  // The pool opens. What open() does not look at: the other table's
+  // checksum, roots outside the arena, the high-water hint.
   if (!health.table0_ok) health.problems.push_back("root table 0 fails its checksum");
   if (!health.table1_ok) health.problems.push_back("root table 1 fails its checksum");
+  const PoolHeader& h = header.value();
+  const RootTable& lt = t[live.value()];
+  for (unsigned i = 0; i < kRootSlots; ++i) {
+    const std::uint64_t off = lt.slots[i].offset;
+    if (off != 0 && (off < h.arena_offset || off >= h.pool_size))
+      health.problems.push_back("root slot " + std::to_string(i) + " holds offset " + std::to_string(off) +
+                                ", outside the arena [" + std::to_string(h.arena_offset) + ", " +
+                                std::to_string(h.pool_size) + ")");
+  }
+  if (high_water_read && high_water > h.block_count)
+    health.problems.push_back("the arena high-water mark (" + std::to_string(high_water) +
+                              " blocks) exceeds the block count (" + std::to_string(h.block_count) +
+                              "); it is only a hint, but the word is damaged");
   return health;
 }
 

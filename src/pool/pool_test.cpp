@@ -105,6 +105,27 @@ TEST(Pool, DamagedLiveTableFallsBackToOtherCopy) {
   EXPECT_FALSE(sel == 0 ? health->table0_ok : health->table1_ok);
 }
 
+// inspect() reads every part on its own: a truncated pool is still described
+// (open's verdict in open_error, every part's problem listed), and nothing
+// is written to the file.
+TEST(Pool, InspectDescribesAPoolThatCannotOpen) {
+  TempDir dir;
+  const auto path = dir.file("short.pool");
+  make_pool(path, 1u << 20).reset();
+  ASSERT_EQ(::truncate(path.c_str(), kRootTable1), 0);  // root table 1 is gone
+  auto health = Pool::inspect(path);
+  ASSERT_TRUE(health.ok()) << health.error().message;
+  EXPECT_EQ(health->open_error.code, Errc::truncated) << health->open_error.message;
+  EXPECT_TRUE(health->header0_ok && health->header1_ok);
+  EXPECT_TRUE(health->table_read[0]);
+  EXPECT_FALSE(health->table_read[1]);
+  EXPECT_EQ(health->file_size, kRootTable1);
+  ASSERT_FALSE(health->problems.empty());
+  EXPECT_NE(health->problems.back().find("root table 1"), std::string::npos) << health->problems.back();
+  EXPECT_EQ(std::filesystem::file_size(path), kRootTable1);
+  EXPECT_EQ(Pool::open(path).error().code, Errc::truncated);
+}
+
 TEST(Pool, ArenaAllocFreeAndOutOfSpace) {
   TempDir dir;
   auto pool = make_pool(dir.file("p"), 1u << 20);

@@ -313,193 +313,51 @@ int run_info(const InfoArgs& a) {
 
 // ---- check ----
 
-// Everything check reads, each part read independently with pread so that a
-// short or damaged file still yields what is there.
-struct Scan {
-  std::uint64_t file_size = 0;
-  PoolHeader header[2]{};
-  bool header_read[2] = {false, false};
-  bool magic_at[2] = {false, false};  // the first 8 bytes of the copy hold the magic
-  std::uint64_t selector = 0;
-  bool selector_read = false;
-  RootTable table[2]{};
-  bool table_read[2] = {false, false};
-  std::uint64_t high_water = 0;
-  bool high_water_read = false;
-
-  bool header_ok(int i) const {
-    return header_read[i] && header[i].magic == kMagic &&
-           pool::checksum64(&header[i], offsetof(PoolHeader, checksum)) == header[i].checksum;
-  }
-  bool table_ok(int i) const {
-    return table_read[i] && pool::checksum64(&table[i], offsetof(RootTable, checksum)) == table[i].checksum;
-  }
-  bool recognisable() const { return magic_at[0] || magic_at[1]; }
-};
-
-bool read_exact(int fd, void* buf, std::size_t n, std::uint64_t off) {
-  std::size_t got = 0;
-  while (got < n) {
-    const ssize_t r = pread(fd, static_cast<char*>(buf) + got, n - got, static_cast<off_t>(off + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    got += static_cast<std::size_t>(r);
-  }
-  return true;
-}
-
-// False if the file cannot be opened or is not a regular file.
-bool scan_file(const std::string& path, Scan& s) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return false;
-  }
-  s.file_size = static_cast<std::uint64_t>(st.st_size);
-  const std::size_t at[2] = {kHeaderCopy0, kHeaderCopy1};
-  for (int i = 0; i < 2; ++i) {
-    s.header_read[i] = read_exact(fd, &s.header[i], sizeof(PoolHeader), at[i]);
-    std::uint64_t m = 0;
-    s.magic_at[i] = read_exact(fd, &m, sizeof m, at[i]) && m == kMagic;
-  }
-  s.selector_read = read_exact(fd, &s.selector, sizeof s.selector, kSelectorOffset);
-  s.table_read[0] = read_exact(fd, &s.table[0], sizeof(RootTable), kRootTable0);
-  s.table_read[1] = read_exact(fd, &s.table[1], sizeof(RootTable), kRootTable1);
-  s.high_water_read = read_exact(fd, &s.high_water, sizeof s.high_water, kHighWaterOffset);
-  ::close(fd);
-  return true;
-}
-
-// Problems in the parts Pool::inspect stops at: listed when it could not
-// finish, so that a fatal problem does not hide the others.
-std::vector<std::string> structural_problems(const Scan& s) {
-  std::vector<std::string> out;
-  std::vector<std::string> missing;  // parts past the end of the file: one problem for all
-  for (int i = 0; i < 2; ++i) {
-    const std::string name = "header copy " + std::to_string(i);
-    if (!s.header_read[i])
-      missing.push_back(name);
-    else if (s.header[i].magic != kMagic)
-      out.push_back(name + " is damaged (bad magic " + hex64(s.header[i].magic) + ")");
-    else if (!s.header_ok(i))
-      out.push_back(name + " is damaged (checksum mismatch)");
-    else if (s.header[i].layout_version != kLayoutVersion)
-      out.push_back(name + " has layout version " + std::to_string(s.header[i].layout_version) +
-                    ", this cairn reads version " + std::to_string(kLayoutVersion));
-  }
-  if (s.header_ok(0) && s.header_ok(1) && std::memcmp(&s.header[0], &s.header[1], sizeof(PoolHeader)) != 0)
-    out.push_back("the two header copies differ though both checksums hold");
-  for (int i = 0; i < 2; ++i) {
-    if (!s.header_ok(i)) continue;
-    if (s.header[i].pool_size > s.file_size)
-      out.push_back("the file is " + std::to_string(s.file_size) + " bytes but header copy " + std::to_string(i) +
-                    " says " + std::to_string(s.header[i].pool_size) + ": the file was truncated");
-    break;
-  }
-  if (!s.selector_read)
-    missing.push_back("the root selector");
-  else if (s.selector > 1)
-    out.push_back("the root selector holds " + std::to_string(s.selector) + " (not 0 or 1)");
-  for (int i = 0; i < 2; ++i) {
-    if (!s.table_read[i])
-      missing.push_back("root table " + std::to_string(i));
-    else if (!s.table_ok(i))
-      out.push_back("root table " + std::to_string(i) + " fails its checksum" +
-                    (s.selector_read && s.selector == static_cast<std::uint64_t>(i)
-                         ? " (it is the one the selector names)"
-                         : ""));
-  }
-  if (!missing.empty()) {
-    std::string parts;
-    for (std::size_t i = 0; i < missing.size(); ++i)
-      parts += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + missing[i];
-    out.push_back("the file ends at " + std::to_string(s.file_size) + " bytes, before " + parts + ": it was truncated");
-  }
-  return out;
-}
-
-// Checks inspect does not make: roots pointing outside the arena, a high-water
-// mark past the arena's end. Only meaningful for a pool that opens.
-std::vector<std::string> content_problems(const Scan& s, int live_table) {
-  std::vector<std::string> out;
-  const int hi = s.header_ok(0) ? 0 : 1;
-  if (!s.header_ok(hi) || live_table < 0 || live_table > 1 || !s.table_read[live_table]) return out;
-  const PoolHeader& h = s.header[hi];
-  const RootTable& t = s.table[live_table];
-  for (unsigned i = 0; i < kRootSlots; ++i) {
-    const std::uint64_t off = t.slots[i].offset;
-    if (off != 0 && (off < h.arena_offset || off >= h.pool_size))
-      out.push_back("root slot " + std::to_string(i) + " holds offset " + std::to_string(off) +
-                    ", outside the arena [" + std::to_string(h.arena_offset) + ", " + std::to_string(h.pool_size) +
-                    ")");
-  }
-  if (s.high_water_read && s.high_water > h.block_count)
-    out.push_back("the arena high-water mark (" + std::to_string(s.high_water) + " blocks) exceeds the block count (" +
-                  std::to_string(h.block_count) + "); it is only a hint, but the word is damaged");
-  return out;
-}
-
 const char* part_status(bool read, bool ok) { return !read ? "missing" : ok ? "ok" : "DAMAGED"; }
 
+// Prints what Pool::inspect found; every check is the pool's own.
 int run_check(const std::string& path) {
   if (refuse_special_file("check", path)) return kExitCannot;
   auto inspected = pool::Pool::inspect(path);
-  Scan s;
-  const bool scanned = scan_file(path, s);
-
   if (!inspected.ok()) {
     const Error& e = inspected.error();
-    const bool pool_damage = e.code == Errc::corrupted || e.code == Errc::truncated || e.code == Errc::foreign_file;
-    if (!pool_damage || !scanned || !s.recognisable()) {
-      std::cerr << "cairn pool check: cannot check " << path << ": " << e.message << "\n";
-      if (e.code == Errc::truncated && scanned)
-        std::cerr << "(no cairn magic in either header copy: this is not a cairn pool)\n";
-      return kExitCannot;
-    }
+    std::cerr << "cairn pool check: cannot check " << path << ": " << e.message << "\n";
+    if (e.code == Errc::truncated || e.code == Errc::foreign_file)
+      std::cerr << "(no cairn magic in either header copy: this is not a cairn pool)\n";
+    return kExitCannot;
   }
-
+  const pool::Health& h = inspected.value();
+  const bool opens = h.open_error.code == Errc::ok;
   std::ostringstream out;
-  out << "checking " << path << ": " << human_bytes(s.file_size) << "\n";
+  out << "checking " << path << ": " << human_bytes(h.file_size) << "\n";
+  const bool header_ok[2] = {h.header0_ok, h.header1_ok};
   for (int i = 0; i < 2; ++i) {
     out << "  header copy " << i << " at " << (i == 0 ? kHeaderCopy0 : kHeaderCopy1) << ": "
-        << part_status(s.header_read[i], s.header_ok(i));
-    if (s.header_ok(i) && s.header[i].layout_version != kLayoutVersion)
-      out << " (layout version " << s.header[i].layout_version << ")";
+        << part_status(h.header_read[i], header_ok[i]);
+    if (header_ok[i] && h.layout_version[i] != kLayoutVersion) out << " (layout version " << h.layout_version[i] << ")";
     out << "\n";
   }
   out << "  root selector at " << kSelectorOffset << ": "
-      << (s.selector_read ? std::to_string(s.selector) : std::string("missing")) << "\n";
+      << (h.selector_read ? std::to_string(h.selector) : std::string("missing")) << "\n";
+  const bool table_ok[2] = {h.table0_ok, h.table1_ok};
   for (int i = 0; i < 2; ++i) {
     out << "  root table " << i << " at " << (i == 0 ? kRootTable0 : kRootTable1) << ": "
-        << part_status(s.table_read[i], s.table_ok(i));
-    if (s.table_ok(i)) out << ", generation " << s.table[i].generation;
-    if (inspected.ok() && inspected.value().live_table == i) out << " (live)";
+        << part_status(h.table_read[i], table_ok[i]);
+    if (table_ok[i]) out << ", generation " << h.generation[i];
+    if (opens && h.live_table == i) out << " (live)";
     out << "\n";
   }
-
-  std::vector<std::string> problems;
-  if (inspected.ok()) {
-    problems = inspected.value().problems;
-    for (auto& p : content_problems(s, inspected.value().live_table)) problems.push_back(std::move(p));
-  } else {
-    problems = structural_problems(s);
-    if (problems.empty()) problems.push_back(inspected.error().message);
-  }
-
-  if (problems.empty()) {
+  if (h.problems.empty()) {
     out << "ok: both header copies and both root tables are valid\n";
     std::cout << out.str();
     return kExitOk;
   }
-  for (const auto& p : problems) out << "problem: " << p << "\n";
-  if (inspected.ok())
-    out << problems.size() << (problems.size() == 1 ? " problem" : " problems")
-        << " found; the pool still opens (it uses the valid copies)\n";
+  for (const auto& p : h.problems) out << "problem: " << p << "\n";
+  out << h.problems.size() << (h.problems.size() == 1 ? " problem" : " problems");
+  if (opens)
+    out << " found; the pool still opens (it uses the valid copies)\n";
   else
-    out << problems.size() << (problems.size() == 1 ? " problem" : " problems")
-        << " found; the pool cannot be opened: " << inspected.error().message << "\n";
+    out << " found; the pool cannot be opened: " << h.open_error.message << "\n";
   std::cout << out.str();
   return kExitProblems;
 }

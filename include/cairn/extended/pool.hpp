@@ -89,16 +89,30 @@ static_assert(sizeof(RootTable) == 16 + 16 * kRootSlots + 64);
 static_assert(kRootTable0 + sizeof(RootTable) <= kRootTable1);
 static_assert(kRootTable1 + sizeof(RootTable) <= kHighWaterOffset);
 
-// 64-bit checksum used on media (FNV-1a over 8-byte words, then mixed).
+// 64-bit checksum used on media (FNV-1a over bytes, then mixed).
 std::uint64_t checksum64(const void* data, std::size_t len) noexcept;
 
-// What open() found; `cairn pool check` reports it.
+// What open() found, or what inspect() found in every part of the file;
+// `cairn pool check` prints inspect()'s Health as it is.
 struct Health {
   bool header0_ok = false, header1_ok = false;
   bool table0_ok = false, table1_ok = false;
   std::uint64_t selector = 0;  // raw selector word
   int live_table = -1;         // the table in use after open
   std::vector<std::string> problems;
+
+  // Filled by inspect(), which reads each part on its own so that a short or
+  // damaged file still shows what is there.
+  std::uint64_t file_size = 0;
+  bool header_read[2] = {false, false};      // the copy lies within the file
+  std::uint32_t layout_version[2] = {0, 0};  // of each valid copy
+  bool selector_read = false;
+  bool table_read[2] = {false, false};
+  std::uint64_t generation[2] = {0, 0};  // of each valid table
+  // Why open() would refuse the pool; Errc::ok if it opens. inspect() still
+  // returns a Health (with every problem listed) for a file that carries the
+  // cairn magic but is truncated or damaged beyond opening.
+  Error open_error;
 };
 
 struct CreateOptions {
@@ -179,7 +193,11 @@ class Pool {
   static Result<std::unique_ptr<Pool>> create(const std::string& path, CreateOptions options = {});
   // Opens an existing pool; never writes to the file if it fails.
   static Result<std::unique_ptr<Pool>> open(const std::string& path, OpenOptions options = {});
-  // Reads and validates a pool without opening it for use (for `pool check`).
+  // Reads and validates every part of a pool file without mapping or writing
+  // it (`cairn pool check`): the same checks as open(), plus roots outside
+  // the arena and a damaged high-water mark. An error only when there is
+  // nothing to check: missing, unreadable, a directory, another layout
+  // version, or no cairn magic in either header copy.
   static Result<Health> inspect(const std::string& path);
   // Opens a pool over an image already in memory (the crash simulator's crash
   // images): the same validation as open(), no file, and the memory is the
