@@ -24,8 +24,8 @@ enum class Errc : int {
   truncated = 6,          // the file is shorter than its header says
   foreign_file = 7,       // bad magic: not a cairn pool
   wrong_version = 8,      // another on-media layout version
-  corrupted = 9,          // checksums fail on both header copies
-  out_of_space = 10,      // the pool's arena cannot satisfy an allocation
+  corrupted = 9,          // stored data fails its checks (magic, checksum, geometry): pool, state or checkpoint
+  out_of_space = 10,      // a fixed-capacity structure is full: the pool's arena, or a pointer table
   device_full = 11,       // the file system ran out of space (ENOSPC, EFBIG)
   already_exists = 12,    // create refused to overwrite an existing file
   io_error = 13,          // any other system call failure

@@ -185,7 +185,10 @@ class Context {
   std::optional<std::uint64_t> committed_version() const;
   // Brings back the last committed version; Errc::no_version if none.
   Result<std::uint64_t> restore();
-  // Starts an iteration (in-place: roles alternate; undo-log: transaction opens).
+  // Starts an iteration (undo-log: the transaction opens and snapshots the
+  // regions). commit() calls it if the iteration did not. The roles of dual
+  // regions do not change here: commit() switches them, so that after it
+  // read() is the version just committed.
   Result<void> begin();
   // Makes the state durable and consistent; returns the new version number.
   Result<std::uint64_t> commit();

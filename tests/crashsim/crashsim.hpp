@@ -2,7 +2,7 @@
 // a pool, crash it (in simulation) at every flush, drain, non-temporal copy and
 // marker, and check that recovery always yields a committed version.
 //
-// How a test uses it (a few lines; tests/crashsim/gtest.hpp adds a macro):
+// How a test uses it (a few lines):
 //
 //   class MyStructure : public crashsim::Structure { ... create, recover, step ... };
 //   crashsim::Workload w{.name = "mine", .make = [] { return std::make_unique<MyStructure>(); }};
