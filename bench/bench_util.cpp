@@ -106,27 +106,4 @@ std::string fmt(const char* format, double value) {
   return buf;
 }
 
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      o += esc;
-    } else
-      o += c;
-  }
-  return o + "\"";
-}
-
-std::string json_num(double v) { return fmt("%.6g", v); }
-
-std::string json_list(const std::vector<std::string>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_str(v[i]);
-  return s + "]";
-}
-
 }  // namespace cairn::bench

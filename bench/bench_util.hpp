@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cairn/error.hpp"
+#include "util/json.hpp"
 
 namespace cairn::bench {
 
@@ -36,11 +37,10 @@ Result<void> create_bench_dir(const std::string& dir);
 
 // printf-style formatting of one number.
 std::string fmt(const char* format, double value);
-// A JSON string literal with quotes and escapes.
-std::string json_str(const std::string& s);
-// A JSON number with 6 significant digits.
-std::string json_num(double v);
-// A JSON array of string literals.
-std::string json_list(const std::vector<std::string>& v);
+// The JSON emitters every report shares (util/json.hpp); the benchmarks
+// print numbers with 6 significant digits.
+using util::json_list;
+using util::json_str;
+inline std::string json_num(double v) { return util::json_num(v, 6); }
 
 }  // namespace cairn::bench

@@ -13,6 +13,7 @@
 #include "apps/common/app.hpp"
 #include "cairn/extended/pool.hpp"
 #include "cairn/persist.hpp"
+#include "util/hash.hpp"
 
 namespace cairn::apps {
 namespace {
@@ -90,25 +91,7 @@ void Field::done_writing() const {
 }
 
 std::uint64_t checksum(const void* data, std::size_t bytes, std::uint64_t seed) {
-  // A multiply-xorshift over 8-byte words: fast enough for hundreds of MB and
-  // every bit of the input reaches every bit of the result.
-  constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ULL;
-  std::uint64_t h = seed ^ (bytes * kMul);
-  const auto* p = static_cast<const unsigned char*>(data);
-  std::size_t i = 0;
-  for (; i + 8 <= bytes; i += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ w) * kMul;
-    h ^= h >> 29;
-  }
-  std::uint64_t tail = 0;
-  for (std::size_t k = 0; i + k < bytes; ++k) tail |= std::uint64_t{p[i + k]} << (8 * k);
-  h = (h ^ tail) * kMul;
-  h ^= h >> 32;
-  h *= 0xD6E8FEB86659FD93ULL;
-  h ^= h >> 32;
-  return h;
+  return util::hash_bytes(data, bytes, seed);
 }
 
 // Owns the storage of one run and binds the Fields to it.

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "apps/common/app.hpp"
+#include "util/json.hpp"
 
 namespace cairn::apps {
 namespace {
@@ -16,29 +17,10 @@ std::string hex(std::uint64_t v) {
   return buf;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+using util::json_str;
 
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
+// Reports keep 9 significant digits (times in seconds to nanoseconds).
+std::string json_num(double v) { return util::json_num(v, 9); }
 
 }  // namespace
 
@@ -71,24 +53,24 @@ Result<void> write_json(const Report& r, const std::string& path) {
   std::ostringstream o;
   const auto& v = r.verification;
   o << "{\n"
-    << "  \"app\": " << json_string(r.app) << ",\n"
-    << "  \"strategy\": " << json_string(r.strategy) << ",\n"
-    << "  \"describe\": " << json_string(r.describe) << ",\n"
+    << "  \"app\": " << json_str(r.app) << ",\n"
+    << "  \"strategy\": " << json_str(r.strategy) << ",\n"
+    << "  \"describe\": " << json_str(r.describe) << ",\n"
     << "  \"threads\": " << r.threads << ",\n"
     << "  \"iterations\": " << r.iterations << ",\n"
     << "  \"start_iteration\": " << r.start_iteration << ",\n"
     << "  \"persist_every\": " << r.persist_every << ",\n"
     << "  \"verified\": " << (v.passed ? "true" : "false") << ",\n"
-    << "  \"verified_quantity\": " << json_string(v.quantity) << ",\n"
-    << "  \"verified_value\": " << json_number(v.value) << ",\n"
-    << "  \"tolerance\": " << json_number(v.tolerance) << ",\n"
+    << "  \"verified_quantity\": " << json_str(v.quantity) << ",\n"
+    << "  \"verified_value\": " << json_num(v.value) << ",\n"
+    << "  \"tolerance\": " << json_num(v.tolerance) << ",\n"
     << "  \"checksum\": \"" << hex(r.checksum) << "\",\n"
     << "  \"state_bytes\": " << r.state_bytes << ",\n"
-    << "  \"compute_seconds\": " << json_number(r.compute_seconds) << ",\n"
-    << "  \"commit_seconds\": " << json_number(r.commit_seconds) << ",\n"
-    << "  \"open_seconds\": " << json_number(r.open_seconds) << ",\n"
-    << "  \"restore_seconds\": " << json_number(r.restore_seconds) << ",\n"
-    << "  \"total_seconds\": " << json_number(r.total_seconds) << ",\n"
+    << "  \"compute_seconds\": " << json_num(r.compute_seconds) << ",\n"
+    << "  \"commit_seconds\": " << json_num(r.commit_seconds) << ",\n"
+    << "  \"open_seconds\": " << json_num(r.open_seconds) << ",\n"
+    << "  \"restore_seconds\": " << json_num(r.restore_seconds) << ",\n"
+    << "  \"total_seconds\": " << json_num(r.total_seconds) << ",\n"
     << "  \"commits\": " << r.commits << ",\n"
     << "  \"nvm_bytes_written\": " << r.nvm_bytes_written << "\n"
     << "}\n";

@@ -2,7 +2,6 @@
 // page write tracking behind incremental commit.
 #include "persist/copy_strategy.hpp"
 
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -10,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+
+#include "util/write_faults.hpp"
 
 namespace cairn::persist::detail {
 
@@ -29,69 +30,7 @@ void free_dram(std::byte* p) { std::free(p); }
 
 namespace {
 
-constexpr std::size_t kPage = 4096;
-
-// The ranges under write protection, read by the SIGSEGV handler without
-// locks: an entry is live while `begin` is non-zero; `bits` and `end` are set
-// before `begin` is published.
-struct TrackedRange {
-  std::atomic<std::uintptr_t> begin{0};
-  std::atomic<std::uintptr_t> end{0};
-  std::atomic<std::atomic<std::uint64_t>*> bits{nullptr};
-  std::atomic<bool> overflow{false};  // tracking stopped: treat all as written
-};
-constexpr std::size_t kMaxTracked = 512;
-TrackedRange g_tracked[kMaxTracked];
-std::mutex g_tracked_mu;  // registration only, never in the handler
-struct sigaction g_previous {};
-bool g_handler_installed = false;
-
-void on_segv(int sig, siginfo_t* info, void* uctx) {
-  const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
-  if (info->si_code == SEGV_ACCERR) {
-    for (auto& r : g_tracked) {
-      const std::uintptr_t b = r.begin.load(std::memory_order_acquire);
-      const std::uintptr_t e = r.end.load(std::memory_order_relaxed);
-      if (b == 0 || addr < b || addr >= e) continue;
-      const std::size_t page = (addr - b) / kPage;
-      r.bits.load(std::memory_order_relaxed)[page / 64].fetch_or(std::uint64_t{1} << (page % 64),
-                                                                 std::memory_order_relaxed);
-      if (::mprotect(reinterpret_cast<void*>(b + page * kPage), kPage, PROT_READ | PROT_WRITE) == 0) return;
-      // Each unprotected page can split a mapping; at the kernel's limit stop
-      // tracking this range until the next commit (it is copied whole).
-      r.overflow.store(true, std::memory_order_relaxed);
-      if (::mprotect(reinterpret_cast<void*>(b), e - b, PROT_READ | PROT_WRITE) == 0) return;
-      break;
-    }
-  }
-  // Not a write to a tracked page: whatever would have happened without us.
-  if (g_previous.sa_flags & SA_SIGINFO) {
-    if (g_previous.sa_sigaction != nullptr) g_previous.sa_sigaction(sig, info, uctx);
-    return;
-  }
-  if (g_previous.sa_handler == SIG_DFL || g_previous.sa_handler == SIG_IGN) {
-    // Restore the default action; the faulting instruction runs again and the
-    // process dies of it as it would have.
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    ::sigaction(SIGSEGV, &dfl, nullptr);
-    return;
-  }
-  g_previous.sa_handler(sig);
-}
-
-bool install_handler() {
-  // Called with g_tracked_mu held.
-  if (g_handler_installed) return true;
-  struct sigaction sa {};
-  sa.sa_sigaction = on_segv;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  if (::sigaction(SIGSEGV, &sa, &g_previous) != 0) return false;
-  g_handler_installed = true;
-  return true;
-}
+constexpr std::size_t kPage = util::kPageBytes;
 
 }  // namespace
 
@@ -102,28 +41,17 @@ class PageTracker {
     const std::size_t pages = tracked_bytes / kPage;
     if (pages == 0 || reinterpret_cast<std::uintptr_t>(base) % kPage != 0) return nullptr;
     std::unique_ptr<PageTracker> t(new PageTracker(base, pages));
-    std::lock_guard lk(g_tracked_mu);
-    if (!install_handler()) return nullptr;
-    for (auto& r : g_tracked) {
-      if (r.begin.load() != 0 || r.bits.load() != nullptr) continue;
-      t->range_ = &r;
-      r.bits.store(t->cur_.get());
-      r.end.store(reinterpret_cast<std::uintptr_t>(base) + pages * kPage);
-      r.overflow.store(false);
-      r.begin.store(reinterpret_cast<std::uintptr_t>(base), std::memory_order_release);
-      break;
-    }
-    if (t->range_ == nullptr) return nullptr;  // table full: copy this buffer whole
+    const auto b = reinterpret_cast<std::uintptr_t>(base);
+    auto h = util::watch_write_faults(b, b + pages * kPage, &PageTracker::on_fault, t.get());
+    if (!h.ok()) return nullptr;  // no handler or too many ranges: copy this buffer whole
+    t->handle_ = h.value();
     t->protect();
     return t;
   }
 
   ~PageTracker() {
     ::mprotect(base_, pages_ * kPage, PROT_READ | PROT_WRITE);
-    std::lock_guard lk(g_tracked_mu);
-    range_->begin.store(0, std::memory_order_release);
-    range_->end.store(0);
-    range_->bits.store(nullptr);
+    util::unwatch_write_faults(handle_);
   }
   PageTracker(const PageTracker&) = delete;
   PageTracker& operator=(const PageTracker&) = delete;
@@ -136,13 +64,13 @@ class PageTracker {
            (with_previous && (prev_[page / 64] & bit) != 0);
   }
   bool overflowed(bool with_previous) const {
-    return range_->overflow.load(std::memory_order_relaxed) || (with_previous && prev_overflow_);
+    return overflow_.load(std::memory_order_relaxed) || (with_previous && prev_overflow_);
   }
   // A commit ends the interval: its pages become the previous set, a new
   // empty set starts and the buffer is write-protected again.
   void rotate() {
     for (std::size_t w = 0; w < words_; ++w) prev_[w] = cur_[w].exchange(0, std::memory_order_relaxed);
-    prev_overflow_ = range_->overflow.exchange(false, std::memory_order_relaxed);
+    prev_overflow_ = overflow_.exchange(false, std::memory_order_relaxed);
     protect();
   }
   // Writable without recording (a restore copies into all of it).
@@ -151,7 +79,7 @@ class PageTracker {
   void reset() {
     for (std::size_t w = 0; w < words_; ++w) cur_[w].store(0, std::memory_order_relaxed);
     prev_overflow_ = true;
-    range_->overflow.store(false, std::memory_order_relaxed);
+    overflow_.store(false, std::memory_order_relaxed);
     protect();
   }
 
@@ -166,15 +94,28 @@ class PageTracker {
   }
   void protect() {
     // If this fails, writes go unseen: the interval counts as all written.
-    if (::mprotect(base_, pages_ * kPage, PROT_READ) != 0) range_->overflow.store(true, std::memory_order_relaxed);
+    if (::mprotect(base_, pages_ * kPage, PROT_READ) != 0) overflow_.store(true, std::memory_order_relaxed);
+  }
+  // In signal context: record the page and make it writable again.
+  static bool on_fault(void* ctx, std::uintptr_t addr) {
+    auto* t = static_cast<PageTracker*>(ctx);
+    const auto b = reinterpret_cast<std::uintptr_t>(t->base_);
+    const std::size_t page = (addr - b) / kPage;
+    t->cur_[page / 64].fetch_or(std::uint64_t{1} << (page % 64), std::memory_order_relaxed);
+    if (::mprotect(reinterpret_cast<void*>(b + page * kPage), kPage, PROT_READ | PROT_WRITE) == 0) return true;
+    // Each unprotected page can split a mapping; at the kernel's limit stop
+    // tracking this buffer until the next commit (it is copied whole).
+    t->overflow_.store(true, std::memory_order_relaxed);
+    return ::mprotect(t->base_, t->pages_ * kPage, PROT_READ | PROT_WRITE) == 0;
   }
 
   std::byte* base_;
   std::size_t pages_, words_;
   std::unique_ptr<std::atomic<std::uint64_t>[]> cur_;
   std::vector<std::uint64_t> prev_;
-  bool prev_overflow_ = true;  // nothing known before the first commit
-  TrackedRange* range_ = nullptr;
+  bool prev_overflow_ = true;          // nothing known before the first commit
+  std::atomic<bool> overflow_{false};  // tracking stopped: treat all as written
+  int handle_ = -1;
 };
 
 // ---- the strategy ----

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "tests/crashsim/crashsim.hpp"
+#include "util/hash.hpp"
 
 namespace cairn::testing::crashsim::fs {
 namespace {
@@ -15,18 +16,7 @@ bool is_name_op(OpKind k) {
 }
 bool is_data_op(OpKind k) { return k == OpKind::write || k == OpKind::truncate; }
 
-std::uint64_t hash_bytes(std::uint64_t h, const void* p, std::size_t n) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, b + i, 8);
-    h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
-    h ^= h >> 29;
-  }
-  for (; i < n; ++i) h = (h ^ b[i]) * 0x100000001B3ULL;
-  return fs_mix(h, n);
-}
+std::uint64_t hash_bytes(std::uint64_t h, const void* p, std::size_t n) { return util::hash_bytes(p, n, h); }
 
 // Byte i of a file as if zero-extended beyond its end.
 std::byte at(const std::vector<std::byte>& v, std::size_t i) { return i < v.size() ? v[i] : std::byte{0}; }

@@ -2,7 +2,6 @@
 // write faults (see image.hpp for why).
 #include "tests/crashsim/image.hpp"
 
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -11,49 +10,9 @@
 #include <mutex>
 #include <string>
 
+#include "util/write_faults.hpp"
+
 namespace cairn::testing::crashsim {
-namespace {
-
-constexpr int kSlots = 64;
-std::atomic<WriteTracker*> g_slots[kSlots];
-struct sigaction g_previous {};
-std::once_flag g_install_once;
-int g_install_errno = 0;
-
-// Write faults on tracked pages are ours; anything else goes to whoever
-// handled SIGSEGV before (the sanitizer's reporter, or the default action).
-void on_segv(int sig, siginfo_t* info, void* uctx) {
-  const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
-  if (info->si_code == SEGV_ACCERR) {
-    for (auto& slot : g_slots) {
-      WriteTracker* t = slot.load(std::memory_order_acquire);
-      if (t != nullptr && t->on_fault(addr)) return;
-    }
-  }
-  if ((g_previous.sa_flags & SA_SIGINFO) != 0 && g_previous.sa_sigaction != nullptr) {
-    g_previous.sa_sigaction(sig, info, uctx);
-    return;
-  }
-  if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN && g_previous.sa_handler != nullptr) {
-    g_previous.sa_handler(sig);
-    return;
-  }
-  // Default action: return and fault again with the default disposition.
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  sigaction(SIGSEGV, &dfl, nullptr);
-}
-
-void install_handler() {
-  struct sigaction sa {};
-  sa.sa_sigaction = &on_segv;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-  if (sigaction(SIGSEGV, &sa, &g_previous) != 0) g_install_errno = errno;
-}
-
-}  // namespace
 
 WriteTracker::WriteTracker(std::byte* base, std::size_t size)
     : base_(base),
@@ -73,19 +32,12 @@ void WriteTracker::protect(std::uint32_t first, std::uint32_t count, bool writab
 
 Result<void> WriteTracker::start() {
   if (started_) return {};
-  std::call_once(g_install_once, install_handler);
-  if (g_install_errno != 0)
-    return make_error(Errc::unsupported,
-                      std::string("crash simulator: cannot install the SIGSEGV handler for write tracking: ") +
-                          std::strerror(g_install_errno));
-  for (int i = 0; i < kSlots; ++i) {
-    WriteTracker* expected = nullptr;
-    if (g_slots[i].compare_exchange_strong(expected, this, std::memory_order_acq_rel)) {
-      slot_ = i;
-      break;
-    }
-  }
-  if (slot_ < 0) return make_error(Errc::unsupported, "crash simulator: too many tracked images at once");
+  const auto b = reinterpret_cast<std::uintptr_t>(base_);
+  auto h = util::watch_write_faults(
+      b, b + pages_ * kPage,
+      [](void* ctx, std::uintptr_t addr) { return static_cast<WriteTracker*>(ctx)->on_fault(addr); }, this);
+  if (!h.ok()) return make_error(h.error().code, "crash simulator: " + h.error().message);
+  slot_ = h.value();
   // Protect runs of pages not learned yet.
   std::uint32_t run = 0;
   for (std::uint32_t p = 0; p <= pages_; ++p) {
@@ -104,7 +56,7 @@ Result<void> WriteTracker::start() {
 void WriteTracker::stop() {
   if (!started_) return;
   mprotect(base_, pages_ * kPage, PROT_READ | PROT_WRITE);
-  g_slots[slot_].store(nullptr, std::memory_order_release);
+  util::unwatch_write_faults(slot_);
   slot_ = -1;
   started_ = false;
 }

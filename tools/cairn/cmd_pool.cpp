@@ -24,6 +24,7 @@
 #include "cairn/extended/device.hpp"
 #include "cairn/extended/pool.hpp"
 #include "commands.hpp"
+#include "util/json.hpp"
 
 namespace cairn::tool {
 namespace {
@@ -134,26 +135,7 @@ std::string magic_chars(std::uint64_t m) {
   return s;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
+using util::json_str;
 
 // Opening a FIFO would block and a device has no meaningful size: refuse
 // anything that exists and is neither a regular file nor a directory (the
@@ -245,14 +227,14 @@ int run_info(const InfoArgs& a) {
   if (a.json) {
     std::ostringstream j;
     j << "{\n";
-    j << "  \"path\": " << json_string(a.path) << ",\n";
-    j << "  \"magic\": " << json_string(hex64(h.magic)) << ",\n";
+    j << "  \"path\": " << json_str(a.path) << ",\n";
+    j << "  \"magic\": " << json_str(hex64(h.magic)) << ",\n";
     j << "  \"magic_ok\": " << (h.magic == kMagic ? "true" : "false") << ",\n";
     j << "  \"layout_version\": " << h.layout_version << ",\n";
-    j << "  \"uuid\": " << json_string(uuid_text(h.uuid)) << ",\n";
+    j << "  \"uuid\": " << json_str(uuid_text(h.uuid)) << ",\n";
     j << "  \"pool_size\": " << h.pool_size << ",\n";
     j << "  \"create_time_ns\": " << h.create_time_ns << ",\n";
-    j << "  \"create_time\": " << json_string(time_text(h.create_time_ns)) << ",\n";
+    j << "  \"create_time\": " << json_str(time_text(h.create_time_ns)) << ",\n";
     j << "  \"arena_offset\": " << h.arena_offset << ",\n";
     j << "  \"block_size\": " << h.block_size << ",\n";
     j << "  \"block_count\": " << h.block_count << ",\n";
@@ -271,9 +253,9 @@ int run_info(const InfoArgs& a) {
         << ", \"version\": " << roots[i].second.version << "}";
     j << "],\n";
     j << "  \"is_pmem\": " << (p.is_pmem() ? "true" : "false") << ",\n";
-    j << "  \"flush_mode\": " << json_string(mode) << ",\n";
+    j << "  \"flush_mode\": " << json_str(mode) << ",\n";
     j << "  \"problems\": [";
-    for (std::size_t i = 0; i < health.problems.size(); ++i) j << (i ? ", " : "") << json_string(health.problems[i]);
+    for (std::size_t i = 0; i < health.problems.size(); ++i) j << (i ? ", " : "") << json_str(health.problems[i]);
     j << "]\n}\n";
     std::cout << j.str();
     return kExitOk;

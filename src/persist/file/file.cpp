@@ -45,6 +45,7 @@
 #include "persist/copy_strategy.hpp"
 #include "persist/strategy.hpp"
 #include "pool/thread_pool.hpp"
+#include "util/hash.hpp"
 
 namespace cairn::persist::detail {
 namespace {
@@ -79,37 +80,9 @@ std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a;
 
 // ---- checksum ----
 
-std::uint64_t rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-std::uint64_t load64(const std::byte* p) {
-  std::uint64_t w;
-  std::memcpy(&w, p, 8);
-  return w;
-}
-std::uint64_t avalanche(std::uint64_t h) {
-  h ^= h >> 31;
-  h *= 0xD6E8FEB86659FD93ULL;
-  h ^= h >> 29;
-  h *= 0x9E3779B97F4A7C15ULL;
-  return h ^ (h >> 32);
-}
-
-// A 64-bit hash for detecting corruption (not an adversary): four independent
-// lanes over 32-byte stripes so the multiplications overlap; every step of a
-// lane is a bijection, so changing any one word changes the result.
-std::uint64_t block_hash(const std::byte* p, std::size_t n, std::uint64_t seed) {
-  constexpr std::uint64_t kA = 0xA0761D6478BD642FULL, kB = 0xE7037ED1A0B428DBULL;
-  std::uint64_t l[4] = {seed ^ kA, seed + kB, rotl(seed, 17) ^ kB, ~seed};
-  std::size_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    for (int k = 0; k < 4; ++k) l[k] = rotl(l[k] + load64(p + i + 8 * k) * kB, 29) * kA;
-  std::uint64_t h = rotl(l[0], 1) + rotl(l[1], 7) + rotl(l[2], 12) + rotl(l[3], 18) + n;
-  for (; i + 8 <= n; i += 8) h = rotl(h ^ (load64(p + i) * kB), 27) * kA;
-  for (; i < n; ++i) h = rotl(h ^ (static_cast<std::uint64_t>(p[i]) * kA), 11) * kB;
-  return avalanche(h);
-}
-
-// Folds one block hash into the running body checksum (order matters).
-std::uint64_t fold(std::uint64_t acc, std::uint64_t block) { return avalanche(acc ^ block) + 0x9E3779B97F4A7C15ULL; }
+// The body checksum folds per-block hashes (util/hash.hpp) in order.
+std::uint64_t block_hash(const std::byte* p, std::size_t n, std::uint64_t seed) { return util::hash_bytes(p, n, seed); }
+std::uint64_t fold(std::uint64_t acc, std::uint64_t block) { return util::hash_combine(acc, block); }
 
 std::uint64_t header_checksum(const CkptHeader& h) {
   return block_hash(reinterpret_cast<const std::byte*>(&h), offsetof(CkptHeader, header_checksum), kCkptMagic);
