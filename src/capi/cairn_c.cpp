@@ -365,6 +365,25 @@ int cairn_pool_arena_info(const cairn_pool* pool, uint64_t* block_size, uint64_t
   });
 }
 
+namespace {
+
+// A primitive whose write-back failed (the device's io_errno(): an msync that
+// returned EIO, or ENOSPC on a sparse file) must not return 0, or the caller
+// publishes roots over data that may not be on the media. The device keeps
+// the first error, so every call after it fails too; publish_root poisons
+// the pool when it sees the error (it holds the lock that poisoning needs).
+int write_back_status(const char* fn, cp::Pool& pool) {
+  const int err = pool.device().io_errno();
+  if (err == 0) return 0;
+  return fail(fn, CAIRN_E_IO,
+              pool.path() + ": a write-back to the pool failed (" + std::strerror(err) +
+                  "); what was written since the last publish may not be on the media, and every later publish "
+                  "fails with CAIRN_E_POISONED. Fix the device, then close and reopen the pool to get back the "
+                  "last committed roots");
+}
+
+}  // namespace
+
 int cairn_pool_flush(cairn_pool* pool, const void* addr, size_t len) {
   static constexpr const char* fn = "cairn_pool_flush";
   CAIRN_REQUIRE_POOL(fn, pool);
@@ -372,7 +391,7 @@ int cairn_pool_flush(cairn_pool* pool, const void* addr, size_t len) {
   if (len == 0) return 0;
   return guard(fn, [&] {
     pool->pool->flush(addr, len);
-    return 0;
+    return write_back_status(fn, *pool->pool);
   });
 }
 
@@ -380,7 +399,7 @@ int cairn_pool_drain(cairn_pool* pool) {
   CAIRN_REQUIRE_POOL("cairn_pool_drain", pool);
   return guard("cairn_pool_drain", [&] {
     pool->pool->drain();
-    return 0;
+    return write_back_status("cairn_pool_drain", *pool->pool);
   });
 }
 
@@ -391,7 +410,7 @@ int cairn_pool_persist(cairn_pool* pool, const void* addr, size_t len) {
   if (len == 0) return 0;
   return guard(fn, [&] {
     pool->pool->persist(addr, len);
-    return 0;
+    return write_back_status(fn, *pool->pool);
   });
 }
 
@@ -403,7 +422,7 @@ int cairn_pool_memcpy_persist(cairn_pool* pool, void* dst, const void* src, size
   if (len == 0) return 0;
   return guard(fn, [&] {
     pool->pool->memcpy_persist(dst, src, len);
-    return 0;
+    return write_back_status(fn, *pool->pool);
   });
 }
 
@@ -415,7 +434,7 @@ int cairn_pool_memcpy_nodrain(cairn_pool* pool, void* dst, const void* src, size
   if (len == 0) return 0;
   return guard(fn, [&] {
     pool->pool->memcpy_nodrain(dst, src, len);
-    return 0;
+    return write_back_status(fn, *pool->pool);
   });
 }
 
@@ -426,7 +445,7 @@ int cairn_pool_memset_persist(cairn_pool* pool, void* dst, int c, size_t len) {
   if (len == 0) return 0;
   return guard(fn, [&] {
     pool->pool->memset_persist(dst, c, len);
-    return 0;
+    return write_back_status(fn, *pool->pool);
   });
 }
 
@@ -437,7 +456,7 @@ int cairn_pool_memset_nodrain(cairn_pool* pool, void* dst, int c, size_t len) {
   if (len == 0) return 0;
   return guard(fn, [&] {
     pool->pool->memset_nodrain(dst, c, len);
-    return 0;
+    return write_back_status(fn, *pool->pool);
   });
 }
 
@@ -448,7 +467,7 @@ int cairn_pool_persist_mt(cairn_pool* pool, const void* addr, size_t len, unsign
   if (len == 0) return 0;
   return guard(fn, [&] {
     pool->pool->persist_mt(addr, len, threads);
-    return 0;
+    return write_back_status(fn, *pool->pool);
   });
 }
 
@@ -460,7 +479,7 @@ int cairn_pool_memcpy_persist_mt(cairn_pool* pool, void* dst, const void* src, s
   if (len == 0) return 0;
   return guard(fn, [&] {
     pool->pool->memcpy_persist_mt(dst, src, len, threads);
-    return 0;
+    return write_back_status(fn, *pool->pool);
   });
 }
 

@@ -51,6 +51,7 @@ Result<std::unique_ptr<Device>> make_device(const std::string& spec_in) {
     if (spec.empty() && profile != nullptr && *profile != '\0') spec = "emulated";
   }
   if (spec.empty() || spec == "real") return make_real_device();
+  if (spec == "fault" || spec.rfind("fault:", 0) == 0) return make_fault_device(spec);
   const std::string prefix = "emulated:";
   if (spec.rfind(prefix, 0) == 0) spec = spec.substr(prefix.size());
   return make_emulated_device(spec);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <vector>
@@ -197,6 +198,93 @@ TEST(MakeDevice, RoutesSpecsAndEnvironment) {
   EXPECT_EQ(make_device("").value()->name(), "emulated:pcm-2017");
   ::unsetenv("CAIRN_DEVICE");
   ::unsetenv("CAIRN_DEVICE_PROFILE");
+}
+
+// ---- the fault device ----
+
+TEST(FaultDevice, SpecsParseAndBadOnesAreTypedErrors) {
+  for (const char* ok :
+       {"fault", "fault:", "fault:flush=3", "fault:drain=1,copy=2,once", "fault: flush = 0 , name=x"}) {
+    auto d = make_device(ok);
+    EXPECT_TRUE(d.ok()) << ok << ": " << (d.ok() ? "" : d.error().message);
+  }
+  EXPECT_EQ(make_device("fault:name=dev").value()->name(), "fault:name=dev");
+  struct Case {
+    const char* spec;
+    const char* must_mention;
+  };
+  for (const Case& c : {Case{"fault:flush", "KEY=N"}, Case{"fault:flush=-1", "-1"}, Case{"fault:flush=x", "x"},
+                        Case{"fault:bogus=1", "bogus"}, Case{"fault:name=", "name"}}) {
+    auto d = make_device(c.spec);
+    ASSERT_FALSE(d.ok()) << c.spec;
+    EXPECT_EQ(d.error().code, Errc::invalid_argument) << c.spec;
+    EXPECT_NE(d.error().message.find(c.must_mention), std::string::npos) << d.error().message;
+    EXPECT_NE(d.error().message.find("fault:flush=N"), std::string::npos) << d.error().message;  // the form
+  }
+}
+
+// Counted from bind: the Nth flush and every later one record EIO; earlier
+// ones do not.
+TEST(FaultDevice, NthFlushAndLaterOnesFail) {
+  std::vector<std::byte> raw(8 * 64 + 64);
+  auto* buf = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(raw.data()) + 63) & ~std::uintptr_t{63});
+  auto dev = make_device("fault:flush=3");
+  ASSERT_TRUE(dev.ok());
+  Device& d = *dev.value();
+  auto ops = d.bind(Mapping{buf, 8 * 64, false, FlushMode::cpu});
+  ASSERT_TRUE(ops.ok());
+  for (int i = 1; i <= 5; ++i) {
+    ops.value().flush(d.context(), buf + 64 * i, 64);
+    ops.value().drain(d.context());
+    EXPECT_EQ(d.io_errno(), i >= 3 ? EIO : 0) << "after flush " << i;
+  }
+  EXPECT_EQ(d.stats().flush_calls, 5u);    // failed calls are counted too
+  EXPECT_EQ(d.stats().lines_flushed, 2u);  // but write nothing back
+  EXPECT_EQ(d.stats().drains, 5u);
+}
+
+TEST(FaultDevice, ArmedByNameCountsFromArming) {
+  TempDir dir;
+  EXPECT_EQ(arm_fault("devices-test-none", FaultPlan{}).error().code, Errc::not_found);
+  auto p = make_pool(dir.file("f.pool"), "fault:name=devices-test", FlushMode::cpu, 2u << 20);
+  ASSERT_TRUE(p);
+  std::byte* buf = scratch(*p);
+  p->persist(buf, 64);
+  p->memcpy_persist(buf, "x", 1);
+  EXPECT_EQ(p->device().io_errno(), 0);
+  FaultPlan plan;
+  plan.copy = 2;  // the second copy from now
+  ASSERT_TRUE(arm_fault("devices-test", plan).ok());
+  const auto before = fault_counts("devices-test").value();
+  const char text[] = "written but never written back";
+  p->memcpy_persist(buf, text, sizeof text);
+  EXPECT_EQ(p->device().io_errno(), 0);
+  p->memcpy_persist(buf + 256, text, sizeof text);
+  EXPECT_EQ(p->device().io_errno(), EIO);
+  EXPECT_EQ(std::memcmp(buf + 256, text, sizeof text), 0);  // the stores happened
+  const auto after = fault_counts("devices-test").value();
+  EXPECT_EQ(after.copy - before.copy, 2u);
+  EXPECT_EQ(after.failed, 1u);
+  // The pool sees the error: it refuses to publish.
+  auto r = p->publish_root(0, pool::kArenaOffset, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::poisoned);
+  EXPECT_NE(r.error().message.find(std::strerror(EIO)), std::string::npos) << r.error().message;
+  p.reset();
+  EXPECT_EQ(fault_counts("devices-test").error().code, Errc::not_found);  // gone with its pool
+}
+
+TEST(FaultDevice, OnceFailsOnlyTheNthCallButTheErrorStays) {
+  TempDir dir;
+  auto p = make_pool(dir.file("o.pool"), "fault:name=devices-test-once", FlushMode::cpu, 2u << 20);
+  ASSERT_TRUE(p);
+  FaultPlan plan;
+  plan.drain = 1;
+  plan.once = true;
+  ASSERT_TRUE(arm_fault("devices-test-once", plan).ok());
+  for (int i = 0; i < 4; ++i) p->drain();
+  EXPECT_EQ(fault_counts("devices-test-once").value().failed, 1u);
+  EXPECT_EQ(p->device().io_errno(), EIO);  // as with msync: the first error is kept
 }
 
 // ---- counters ----

@@ -247,13 +247,21 @@ void CopyStrategy::copy_entry(const Layout& layout, std::size_t i, int k) {
 Result<void> CopyStrategy::commit(Layout& layout, std::uint64_t version) {
   if (auto r = store_->check_layout(); !r.ok())
     return make_error(r.error().code, r.error().message + " (refusing to overwrite it)");
+  // A poisoned store or too many pointers: refused before slot k is touched.
+  if (auto r = store_->check_commit(layout); !r.ok()) return r;
   std::vector<PointerRecord> ptrs;
   if (auto r = layout.capture_pointers(ptrs); !r.ok()) return r;
   // Write into the slot the committed version does not use.
   const int k = store_->committed() ? 1 - store_->committed_slot() : 0;
   for (std::size_t i = 0; i < layout.entries.size(); ++i) copy_entry(layout, i, k);
-  store_->write_pointers_nodrain(k, ptrs);
-  store_->publish(version, k);
+  Result<void> done = store_->write_pointers_nodrain(k, ptrs);
+  if (done.ok()) done = store_->publish(version, k);
+  if (!done.ok()) {
+    // Slot k was (partly) overwritten but holds no version: copy it whole
+    // next time.
+    if (incremental_) slot_event_[k] = kUnknown;
+    return done;
+  }
   if (incremental_) {
     // Slot k now equals the working set; a new write interval starts.
     slot_event_[k] = ++event_;

@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -193,23 +191,51 @@ Result<void> SlotStore::check_pointers(const Layout& layout) const {
   return make_error(Errc::out_of_space, path_ + ": " + std::to_string(layout.pointers.size()) +
                                             " pointers are registered but the pool's pointer tables hold " +
                                             std::to_string(header()->pointer_capacity) +
-                                            "; register fewer pointers (keep linked data in a blocked array and "
-                                            "store offsets), or register them before open()");
+                                            " (fixed when the pool was created); nothing was written, " +
+                                            last_committed_text() +
+                                            ". Register fewer pointers (keep linked data in a blocked array and "
+                                            "store offsets), or register them before open() when the pool is "
+                                            "created");
 }
 
-void SlotStore::write_pointers_nodrain(int k, const std::vector<PointerRecord>& records) {
+std::string SlotStore::last_committed_text() const {
+  const auto v = committed();
+  return v ? "version " + std::to_string(*v) + " (the last committed) is intact" : "nothing is committed yet";
+}
+
+Error SlotStore::fail_commit(Errc code, const std::string& what) {
+  pool_->poison(what);
+  return make_error(code, path_ + ": " + what + "; " + last_committed_text() +
+                              ". The pool refuses further commits: fix the device (I/O error, full file system), "
+                              "then reopen the state and restore it");
+}
+
+Result<void> SlotStore::check_commit(const Layout& layout) {
+  if (const int err = pool_->device().io_errno(); err != 0 && !pool_->poisoned())
+    return fail_commit(Errc::poisoned,
+                       std::string("a write-back to the pool failed earlier (") + std::strerror(err) + ")");
+  if (pool_->poisoned())
+    return make_error(Errc::poisoned, path_ + ": the pool is poisoned (" + pool_->poison_reason() + "); " +
+                                          last_committed_text() +
+                                          ". Nothing more is committed through it: fix the device, then reopen "
+                                          "the state and restore it");
+  return check_pointers(layout);
+}
+
+Result<void> SlotStore::write_pointers_nodrain(int k, const std::vector<PointerRecord>& records) {
   StateHeader* h = header();
-  if (records.size() > h->pointer_capacity) {
-    std::fprintf(stderr, "cairn: %s: %zu pointers exceed the pointer table capacity (%llu); call check_pointers()\n",
-                 path_.c_str(), records.size(), static_cast<unsigned long long>(h->pointer_capacity));
-    std::abort();
-  }
+  if (records.size() > h->pointer_capacity)
+    return make_error(Errc::out_of_space, path_ + ": " + std::to_string(records.size()) +
+                                              " pointers exceed the pointer table capacity of " +
+                                              std::to_string(h->pointer_capacity) + "; " + last_committed_text() +
+                                              ". Register fewer pointers");
   if (!records.empty())
     pool_->memcpy_nodrain(pool_->at(h->pointers_offset[k]), records.data(), records.size() * sizeof(PointerRecord));
   // The slot's count and layout hash become durable with the table, before
   // publish() stores the version word naming slot k.
   const StateHeader::SlotMeta meta{records.size(), layout_->hash()};
   pool_->memcpy_nodrain(&h->slot_meta[k], &meta, sizeof meta);
+  return {};
 }
 
 std::vector<PointerRecord> SlotStore::read_pointers(int k) const {
@@ -227,12 +253,35 @@ Result<void> SlotStore::check_version_layout(const Layout& layout, int k) const 
   return layout.check_same(stored, h.slot_meta[k].pointer_count, h.slot_meta[k].layout_hash);
 }
 
-void SlotStore::publish(std::uint64_t version, int slot) {
+Result<void> SlotStore::publish(std::uint64_t version, int slot) {
   pool_->drain();  // everything the slot holds is durable first
+  // 1. Every write-back behind this version succeeded, or the word is never
+  //    stored: the slot's data may not be on the media.
+  if (const int err = pool_->device().io_errno(); err != 0)
+    return fail_commit(Errc::poisoned, "writing back version " + std::to_string(version) + " failed (" +
+                                           std::strerror(err) + "), so it was not committed");
+  if (pool_->poisoned())
+    return fail_commit(Errc::poisoned, "the pool is poisoned (" + pool_->poison_reason() + "), so version " +
+                                           std::to_string(version) + " was not committed");
   pool_->marker(devices::Marker::commit_begin, "version word");
-  __atomic_store_n(&header()->version_word, (version << 1) | static_cast<std::uint64_t>(slot & 1), __ATOMIC_RELEASE);
-  pool_->persist(&header()->version_word, sizeof(std::uint64_t));
+  std::uint64_t* word = &header()->version_word;
+  const std::uint64_t previous = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+  // 2. The commit point: one aligned 8-byte store, then its persist.
+  __atomic_store_n(word, (version << 1) | static_cast<std::uint64_t>(slot & 1), __ATOMIC_RELEASE);
+  pool_->persist(word, sizeof(std::uint64_t));
   pool_->marker(devices::Marker::commit_point, "version word persisted");
+  // 3. If the word's own write-back failed, whether the media holds it is
+  //    unknown. Put the previous word back so this process (and the next one
+  //    to map the file before the page is evicted) sees what the failed
+  //    commit reports; both words name a whole version.
+  if (const int err = pool_->device().io_errno(); err != 0) {
+    __atomic_store_n(word, previous, __ATOMIC_RELEASE);
+    pool_->persist(word, sizeof(std::uint64_t));
+    return fail_commit(Errc::io_error, "persisting the version word of version " + std::to_string(version) +
+                                           " failed (" + std::strerror(err) +
+                                           "); it is not committed, though after a power failure it may be found");
+  }
+  return {};
 }
 
 }  // namespace cairn::persist::detail

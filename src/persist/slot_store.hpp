@@ -19,6 +19,14 @@
 // and persist it. Restore reads the word and uses that slot; a crash before
 // the word's store leaves the previous version, whose slot nobody wrote.
 //
+// A failed write-back (the device's io_errno(): an msync that returned EIO,
+// or ENOSPC on a sparse file) poisons the pool. publish() looks at it after
+// draining and before storing the word, so a version whose data may not have
+// reached the media is never named; if persisting the word itself fails, the
+// previous word is put back (the new one may or may not be on the media: both
+// name whole versions). A poisoned store refuses every later commit with
+// Errc::poisoned; reopening restores the last committed version.
+//
 // Pointers into cairn-owned regions can only be registered after open(), when
 // the pool already exists, so each pointer table has a fixed capacity chosen
 // at create (pointer_capacity) and every slot records, with its table, how
@@ -95,18 +103,27 @@ class SlotStore {
   std::uint64_t area_file_offset(int k) const;
 
   // Errc::out_of_space if the registered pointers exceed the tables'
-  // capacity; call before write_pointers_nodrain.
+  // capacity (fixed when the pool was created).
   Result<void> check_pointers(const Layout& layout) const;
+  // Whether a commit may begin, checked before it writes anything: not if the
+  // store is poisoned (Errc::poisoned, see the top), nor if the registered
+  // pointers do not fit the tables (check_pointers). A device error seen here
+  // poisons the store.
+  Result<void> check_commit(const Layout& layout);
   // Writes slot k's pointer table and its count and layout hash (non-temporal,
-  // no fence). More records than the capacity is a bug (aborts).
-  void write_pointers_nodrain(int k, const std::vector<PointerRecord>& records);
+  // no fence). Errc::out_of_space, with nothing written, if there are more
+  // records than the capacity (check_commit catches that earlier).
+  Result<void> write_pointers_nodrain(int k, const std::vector<PointerRecord>& records);
   // The pointer table slot k holds (as many records as were written to it).
   std::vector<PointerRecord> read_pointers(int k) const;
   // Errc::layout_mismatch if the version in slot k was committed with a
   // different registration layout (pointers included) than `layout`.
   Result<void> check_version_layout(const Layout& layout, int k) const;
-  // The commit point: drains, stores the version word, persists it.
-  void publish(std::uint64_t version, int slot);
+  // The commit point: drains; fails with Errc::poisoned (and poisons the
+  // store) without storing the word if any write-back failed; stores the
+  // version word and persists it; if that persist failed, puts the previous
+  // word back, poisons the store and fails with Errc::io_error.
+  Result<void> publish(std::uint64_t version, int slot);
 
  private:
   SlotStore() = default;
@@ -114,6 +131,10 @@ class SlotStore {
   Result<void> attach_existing(const Layout& layout, const std::string& strategy);
   void place_regions(const Layout& layout);
   StateHeader* header() const;
+  // "version N (the last committed) is intact" or "nothing is committed yet".
+  std::string last_committed_text() const;
+  // Poisons the pool and returns the refusal of the failed commit.
+  Error fail_commit(Errc code, const std::string& what);
 
   std::unique_ptr<pool::Pool> owned_;
   pool::Pool* pool_ = nullptr;  // owned_, or InternalOptions::borrowed_pool

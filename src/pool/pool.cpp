@@ -316,10 +316,16 @@ Result<std::unique_ptr<Pool>> Pool::create(const std::string& path, CreateOption
   }
   ::unlink(tmp.c_str());
   {
+    // The new name must be durable before anything is committed into the
+    // pool, or a power failure takes the pool and every commit with it.
     std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
     if (dir.empty()) dir = "/";
     Fd dfd{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-    if (dfd.fd >= 0) ::fsync(dfd.fd);
+    if (dfd.fd < 0 || ::fsync(dfd.fd) != 0) {
+      const int err = errno ? errno : EIO;
+      ::unlink(path.c_str());
+      return file_error(path, ("fsync of the directory " + dir).c_str(), err);
+    }
   }
   pool->path_ = path;
   pool->header_ = h;
@@ -534,16 +540,32 @@ Result<void> Pool::publish_roots(const std::vector<std::pair<unsigned, RootSlot>
   for (const auto& [slot, value] : changes) t.slots[slot] = value;
   t.generation += 1;
   seal(t);
-  // 1. the inactive table, durable before the selector names it.
+  // 1. the inactive table, durable before the selector names it. If its
+  //    write-back (or any earlier one the new roots depend on) failed, the
+  //    selector is never stored: the live table stays as it was.
   memcpy_persist(table(next), &t, sizeof t);
   marker(devices::Marker::root_publish, "root table written");
+  if (int err = device_->io_errno()) {
+    poison(std::string("writing back the root table failed: ") + std::strerror(err));
+    return make_error(Errc::poisoned, path_ + ": publishing roots failed (" + std::strerror(err) +
+                                          "); the previous roots are intact and the pool refuses further "
+                                          "publishes. Fix the device, then reopen the pool");
+  }
   // 2. the commit point: one aligned 8-byte store.
   __atomic_store_n(selector(), static_cast<std::uint64_t>(next), __ATOMIC_RELEASE);
   persist(selector(), sizeof(std::uint64_t));
   marker(devices::Marker::commit_point, "root selector persisted");
   if (int err = device_->io_errno()) {
-    poison(std::string("persisting the root table failed: ") + std::strerror(err));
-    return make_error(Errc::io_error, path_ + ": publishing roots failed: " + std::strerror(err));
+    // Whether the media holds the new selector is unknown (both tables are
+    // whole). Put the old one back, so that what this process and the next
+    // one to map the file see agrees with the failure reported here.
+    __atomic_store_n(selector(), static_cast<std::uint64_t>(live), __ATOMIC_RELEASE);
+    persist(selector(), sizeof(std::uint64_t));
+    poison(std::string("persisting the root selector failed: ") + std::strerror(err));
+    return make_error(Errc::io_error, path_ + ": publishing roots failed: " + std::strerror(err) +
+                                          "; they are not published, though after a power failure they may be "
+                                          "found. The pool refuses further publishes: fix the device, then "
+                                          "reopen the pool");
   }
   health_.live_table = next;
   health_.selector = static_cast<std::uint64_t>(next);

@@ -403,6 +403,41 @@ TEST(PoolErrors, PoisonedPoolRefusesPublish) {
   EXPECT_EQ(r.error().code, Errc::poisoned);
 }
 
+// A failed write-back of the new root table (or of the selector) must leave
+// the old roots live, in this process and for the next open; the pool is
+// poisoned from then on. Before the fix the selector was stored anyway.
+TEST(PoolErrors, FailedWriteBackNeverSwitchesTheRoots) {
+  for (const bool selector_fails : {false, true}) {
+    TempDir dir;
+    const auto path = dir.file("p");
+    const std::string name = selector_fails ? "pool-test-selector" : "pool-test-table";
+    {
+      CreateOptions o;
+      o.size = 4u << 20;
+      o.device = devices::make_device("fault:name=" + name).value();
+      auto pool = std::move(Pool::create(path, std::move(o)).value());
+      ASSERT_TRUE(pool->publish_root(3, kArenaOffset, 7).ok());
+      devices::FaultPlan plan;
+      // publish_roots: the table goes through one copy, the selector through
+      // one flush.
+      (selector_fails ? plan.flush : plan.copy) = 1;
+      ASSERT_TRUE(devices::arm_fault(name, plan).ok());
+      auto r = pool->publish_root(3, kArenaOffset + 4096, 8);
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.error().code, selector_fails ? Errc::io_error : Errc::poisoned) << r.error().message;
+      EXPECT_NE(r.error().message.find("reopen"), std::string::npos) << r.error().message;
+      EXPECT_EQ(pool->root(3).version, 7u);
+      EXPECT_TRUE(pool->poisoned());
+      ASSERT_TRUE(devices::arm_fault(name, devices::FaultPlan{}).ok());
+      EXPECT_EQ(pool->publish_root(3, kArenaOffset + 4096, 9).error().code, Errc::poisoned);
+    }
+    auto pool = Pool::open(path);
+    ASSERT_TRUE(pool.ok()) << pool.error().message;
+    EXPECT_EQ(pool.value()->root(3).version, 7u) << (selector_fails ? "selector" : "table") << " write-back failed";
+    EXPECT_EQ(pool.value()->root(3).offset, kArenaOffset);
+  }
+}
+
 // A child writes, persists and publishes, then is SIGKILLed; the parent
 // reopens and finds every published version intact.
 TEST(PoolCrash, SigkillAfterPublishKeepsData) {

@@ -326,6 +326,26 @@ static void test_msync_mode_counts_msyncs(void) {
   REQUIRE_OK(cairn_pool_close(&pool));
 }
 
+/* A failed write-back (the fault device fails the first flush from its
+ * creation, as a failed msync would) is reported by the primitive itself and
+ * by every later one, and publishing over it is refused. */
+static void test_failed_write_back_is_reported(void) {
+  g_test = "failed_write_back";
+  cairn_pool* pool = NULL;
+  REQUIRE_OK(cairn_pool_create(path_of("fault.pool"), 2u << 20, CAIRN_FLUSH_CPU, "fault:flush=1", &pool));
+  uint64_t off = 0;
+  REQUIRE_OK(cairn_pool_alloc(pool, 64, &off));
+  char* p = (char*)cairn_pool_ptr(pool, off);
+  memset(p, 7, 64);
+  CHECK(cairn_pool_persist(pool, p, 64) == CAIRN_E_IO);
+  CHECK(strstr(cairn_errormsg(), "write-back") != NULL);
+  CHECK(strstr(cairn_errormsg(), "fault.pool") != NULL);
+  CHECK(cairn_pool_drain(pool) == CAIRN_E_IO);
+  CHECK(cairn_pool_memcpy_persist(pool, p, "x", 1) == CAIRN_E_IO);
+  CHECK(cairn_pool_root_publish(pool, 0, off, 1) == CAIRN_E_POISONED);
+  REQUIRE_OK(cairn_pool_close(&pool));
+}
+
 /* Every open/create error reachable from C: the code and a message naming the file. */
 static void test_file_errors(void) {
   g_test = "file_errors";
@@ -556,6 +576,7 @@ int main(void) {
   test_roots_survive_reopen();
   test_primitives_and_stats();
   test_msync_mode_counts_msyncs();
+  test_failed_write_back_is_reported();
   test_file_errors();
   test_permission_denied();
   test_device_full();

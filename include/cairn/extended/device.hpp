@@ -14,6 +14,9 @@
 //             manner of seed 000 §5.1 (spin on the time-stamp counter).
 //   crashsim  (tests/crashsim) keeps a durable image that only flushed and
 //             fenced data reaches, to simulate power failures.
+//   fault     the real device, except that chosen flush, drain or copy calls
+//             fail as a failed msync does (EIO recorded, nothing written
+//             back): tests of the paths that must refuse to commit.
 //
 // Durability model of the real device (ARCHITECTURE.md has the long form):
 //   FlushMode::cpu    cache-line flush + fence. Durable against power loss on a
@@ -150,11 +153,49 @@ std::unique_ptr<Device> make_real_device();
 // (profile.hpp describes the names and the numeric form).
 Result<std::unique_ptr<Device>> make_emulated_device(const std::string& profile_spec);
 
-// Builds a device from a spec: "real", "emulated:PROFILE" or a profile spec
-// accepted by parse_profile() (e.g. "optane-dcpmm" or
-// "write_ns=150,read_ns=100,write_gbps=2.3"). An empty spec reads
-// $CAIRN_DEVICE, then $CAIRN_DEVICE_PROFILE (which selects the emulated
+// Builds a device from a spec: "real", "emulated:PROFILE", "fault:PLAN" (see
+// make_fault_device) or a profile spec accepted by parse_profile() (e.g.
+// "optane-dcpmm" or "write_ns=150,read_ns=100,write_gbps=2.3"). An empty spec
+// reads $CAIRN_DEVICE, then $CAIRN_DEVICE_PROFILE (which selects the emulated
 // device with that profile), and falls back to "real".
 Result<std::unique_ptr<Device>> make_device(const std::string& spec);
+
+// ---- fault injection (tests of the failure paths) ----
+//
+// The fault device wraps the real device (its counters and I/O error are the
+// real device's, as with the emulated device) and makes chosen calls fail the
+// way a failed msync (EIO, or ENOSPC on a sparse file) does: the call records
+// EIO with record_io_error() and writes nothing back. A failing copy or fill
+// still stores its bytes into the mapping, as the CPU would, but does not
+// write them back. On tmpfs the bytes are of course still visible to the next
+// process: what the device injects is the error, which every commit must see.
+//
+// Spec "fault:KEY=N,KEY=N,...", keys in any order:
+//   flush=N   the Nth flush call (1-based, counted from the device's creation,
+//             i.e. from bind) and every later one fail: a device that went bad
+//   drain=N   the same for drain calls
+//   copy=N    the same for copy_nodrain and fill_nodrain calls (one count)
+//   once      only the Nth call of each armed kind fails, later ones succeed
+//             (a transient error; the recorded errno stays, as with msync)
+//   name=ID   registers the device under ID for arm_fault() / fault_counts()
+// N = 0, or a key left out, means never. "fault" or "fault:" alone behaves as
+// the real device. Example: CAIRN_DEVICE=fault:flush=40 makes the 40th flush
+// of each pool fail.
+struct FaultPlan {
+  std::uint64_t flush = 0, drain = 0, copy = 0;  // Nth call of that kind; 0: never
+  bool once = false;
+};
+struct FaultCounts {
+  std::uint64_t flush = 0, drain = 0, copy = 0;  // calls since the device was made
+  std::uint64_t failed = 0;                      // calls made to fail
+};
+Result<std::unique_ptr<Device>> make_fault_device(const std::string& spec);
+// Re-arms the newest live fault device registered as `name`: each N of `plan`
+// counts from now (flush = 1: the next flush call fails). Lets a test commit
+// some versions cleanly, then make the next commit's write-backs fail without
+// knowing how many calls opening and committing took. Errc::not_found if no
+// live fault device has that name.
+Result<void> arm_fault(const std::string& name, const FaultPlan& plan);
+Result<FaultCounts> fault_counts(const std::string& name);
 
 }  // namespace cairn::devices

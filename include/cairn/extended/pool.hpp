@@ -284,6 +284,8 @@ class Pool {
   // ---- state ----
   PoolStats stats() const;
   bool poisoned() const { return poisoned_; }
+  // What poisoned it (empty if it is not).
+  const std::string& poison_reason() const { return poison_reason_; }
   // Marks the pool unusable for commits after a failed persist.
   void poison(const std::string& why);
 

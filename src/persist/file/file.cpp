@@ -19,7 +19,11 @@
 // Commit v (durability order; the rename is the commit point):
 //   1. write <name>.<v>.ckpt.tmp with large pwrite calls, fsync it;
 //   2. rename it to <name>.<v>.ckpt (atomic), fsync the directory — from here
-//      on version v survives a crash; before, the previous checkpoint stands;
+//      on version v survives a crash; before, the previous checkpoint stands.
+//      A failed write or fsync of the file fails the commit (the temporary
+//      is removed; nothing is in doubt, so the next commit may succeed); a
+//      failed fsync of the directory fails it and refuses every later commit
+//      (Errc::poisoned), since whether the rename is durable is unknown;
 //   3. delete checkpoints other than v and the previous one (kept as the
 //      fallback should v later turn out damaged: media errors, truncation by
 //      a full disk elsewhere, an operator's mistake).
@@ -251,6 +255,7 @@ class FileCheckpoint final : public Strategy {
     return layout.check_same(stored_descs_, stored_pointers_, stored_hash_);
   }
   std::string warnings_;
+  std::string poisoned_;  // why commits are refused (a failed directory fsync); empty: they are not
   devices::Stats io_;
   std::vector<std::unique_ptr<std::byte[], void (*)(std::byte*)>> owned_;
 };
@@ -450,6 +455,10 @@ Result<void> FileCheckpoint::open(Layout& layout, const Options& options) {
 }
 
 Result<void> FileCheckpoint::commit(Layout& layout, std::uint64_t version) {
+  if (!poisoned_.empty())
+    return make_error(Errc::poisoned, dir_ + ": " + poisoned_ +
+                                          "; nothing more is committed here. Fix the file system, then reopen the "
+                                          "state and restore it");
   if (auto r = check_layout(layout); !r.ok())
     return make_error(r.error().code, r.error().message + " (refusing to overwrite it)");
   Meta m;
@@ -510,7 +519,19 @@ Result<void> FileCheckpoint::commit(Layout& layout, std::uint64_t version) {
     ::unlink(tmp.c_str());
     return io_error(final_path, "renaming the new checkpoint into place", err);
   }
-  if (::fsync(dir_fd_) != 0) return io_error(dir_, "fsync of the checkpoint directory", errno);
+  if (::fsync(dir_fd_) != 0) {
+    // The rename may or may not be durable, and after a failed fsync Linux
+    // may report the next one clean without writing what this one lost: no
+    // later commit can be trusted in this directory. Refuse them.
+    const int err = errno;
+    Error e = io_error(dir_, "fsync of the checkpoint directory", err);
+    poisoned_ = "fsync of " + dir_ + " failed after version " + std::to_string(version) + " was renamed into place (" +
+                std::strerror(err) + ")";
+    e.message += "; version " + std::to_string(version) +
+                 " is not committed, though after a power failure it may be found. Further commits are refused: "
+                 "fix the file system, then reopen the state and restore it";
+    return e;
+  }
   io_.msyncs += 1;
   io_.drains += 1;
   const std::optional<std::uint64_t> previous = committed_;

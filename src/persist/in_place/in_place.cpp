@@ -9,7 +9,8 @@
 //      thread that flushed it: the helper thread, the threads of persist_mt,
 //      or the committing thread;
 //   2. the pointer table and the layout hash of the target slot are stored;
-//   3. SlotStore::publish fences the committing thread and stores the version
+//   3. SlotStore::publish fences the committing thread, refuses (poisoning
+//      the store) if any of these write-backs failed, and stores the version
 //      word (v << 1 | target) — one aligned 8-byte store, the commit point.
 // The slot of the committed version is never written until a newer version
 // is committed (restore sets read() to it and write() to the other slot), so
@@ -299,9 +300,8 @@ Result<void> InPlace::restore(Layout& layout) {
 Result<void> InPlace::commit(Layout& layout, std::uint64_t version) {
   if (auto r = store_->check_layout(); !r.ok())
     return make_error(r.error().code, r.error().message + " (refusing to overwrite it)");
-  if (auto r = store_->check_pointers(layout); !r.ok()) return r;
-  if (store_->pool().poisoned())
-    return make_error(Errc::poisoned, store_->path() + ": an earlier flush failed; the pool refuses further commits");
+  // A poisoned store or too many pointers: refused before anything is written.
+  if (auto r = store_->check_commit(layout); !r.ok()) return r;
   const int k = target();
   // Context has already switched the roles: read() is the version just
   // written, which must be the target slot of every dual region.
@@ -319,18 +319,14 @@ Result<void> InPlace::commit(Layout& layout, std::uint64_t version) {
   }
   flush_async(layout);  // whatever the application did not hand over yet
   flush_barrier();
-  pool::Pool& pool = store_->pool();
-  if (const int err = pool.device().io_errno(); err != 0) {
-    pool.poison("a flush of the in-place state failed: " + std::string(std::strerror(err)));
-    return make_error(Errc::poisoned, store_->path() + ": flushing version " + std::to_string(version) + " failed (" +
-                                          std::strerror(err) + "); the pool refuses further commits");
-  }
   // 1. the target slot's data is durable (barrier); 2. its pointer table and
-  // layout hash; 3. publish fences this thread and stores the version word.
-  store_->write_pointers_nodrain(k, ptrs);
-  store_->publish(version, k);
-  latest_slot_ = k;
+  // layout hash; 3. publish fences this thread, checks that none of these
+  // write-backs failed (the helper's included: the device keeps the first
+  // error) and only then stores the version word.
   std::fill(handed_.begin(), handed_.end(), 0);
+  if (auto r = store_->write_pointers_nodrain(k, ptrs); !r.ok()) return r;
+  if (auto r = store_->publish(version, k); !r.ok()) return r;
+  latest_slot_ = k;
   return {};
 }
 

@@ -14,7 +14,9 @@
 //      worker fences its own stores), and the pointer table of slot k;
 //   2. SlotStore::publish(v, k): drain, store the version word, persist it —
 //      the commit point. A crash before it leaves slot c (never written) as
-//      the committed version; after it, slot k.
+//      the committed version; after it, slot k. If any write-back of step 1
+//      failed, publish refuses and poisons the store instead: slot c stays
+//      the committed version (and the view, never re-mapped, still valid).
 // The view is NOT re-mapped onto slot k: it already shows exactly slot k's
 // bytes. Its private pages were copied into slot k; its other pages still
 // show slot c, where they were never written since the view was mapped, and
@@ -207,6 +209,8 @@ Result<void> Shadow::open(Layout& layout, const Options& options) {
 Result<void> Shadow::commit(Layout& layout, std::uint64_t version) {
   if (auto r = store_->check_layout(); !r.ok())
     return make_error(r.error().code, r.error().message + " (refusing to overwrite it)");
+  // A poisoned store or too many pointers: refused before slot k is touched.
+  if (auto r = store_->check_commit(layout); !r.ok()) return r;
   std::vector<PointerRecord> ptrs;
   if (auto r = layout.capture_pointers(ptrs); !r.ok()) return r;
   const int k = 1 - committed_slot();
@@ -225,9 +229,9 @@ Result<void> Shadow::commit(Layout& layout, std::uint64_t version) {
     pool.memcpy_persist_mt(store_->slot(i, k), static_cast<const std::byte*>(e.latest()), e.bytes, threads_);
     bytes_copied += e.bytes;
   }
-  store_->write_pointers_nodrain(k, ptrs);
-  // 2. The commit point.
-  store_->publish(version, k);
+  if (auto r = store_->write_pointers_nodrain(k, ptrs); !r.ok()) return r;
+  // 2. The commit point; it fails, naming nothing, if a write-back failed.
+  if (auto r = store_->publish(version, k); !r.ok()) return r;
   return {};  // the view stays as it is: see the top
 }
 
