@@ -47,28 +47,6 @@ class Buffer {
   void* p_ = nullptr;
 };
 
-// A fresh run starts over: the storage an earlier run left under this name
-// (pool, libpmemobj pool, checkpoint files) would otherwise be resumed into or
-// refuse a different layout.
-void remove_old_storage(const std::string& dir, const std::string& name) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::remove(fs::path(dir) / (name + ".pool"), ec);
-  fs::remove(fs::path(dir) / (name + ".obj"), ec);
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string f = it->path().filename().string();
-    if (f.size() <= name.size() + 1 || f.compare(0, name.size() + 1, name + ".") != 0) continue;
-    std::string rest = f.substr(name.size() + 1);
-    for (const char* suffix : {".ckpt", ".ckpt.tmp"}) {
-      const std::string s(suffix);
-      if (rest.size() > s.size() && rest.compare(rest.size() - s.size(), s.size(), s) == 0) {
-        const std::string digits = rest.substr(0, rest.size() - s.size());
-        if (digits.find_first_not_of("0123456789") == std::string::npos) fs::remove(it->path(), ec);
-      }
-    }
-  }
-}
-
 }  // namespace
 
 Field* FieldSet::add(const std::string& name, std::size_t bytes, FieldKind kind) {
@@ -191,7 +169,11 @@ Result<void> Driver::attach() {
   if (!opt_.resume) {
     std::error_code ec;
     std::filesystem::create_directories(po.dir, ec);
-    remove_old_storage(po.dir, po.name);
+    // A fresh run starts over: storage an earlier run left under this name
+    // (by any strategy) would otherwise be resumed into or refuse the layout.
+    persist::Options old = po;
+    old.strategy.clear();
+    if (auto r = persist::remove_storage(old); !r.ok()) return r.error();
   }
   auto t0 = Clock::now();
   if (auto r = ctx_->open(); !r.ok()) return r;

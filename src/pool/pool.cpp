@@ -16,36 +16,32 @@
 #include <random>
 
 #include "pool/thread_pool.hpp"
+#include "util/io.hpp"
 
 namespace cairn::pool {
 namespace {
 
 constexpr long kTmpfsMagic = 0x01021994;
 
-std::string errno_text(int err) { return std::strerror(err); }
 
-// Maps an errno from open/stat/fallocate on `path` to a typed error.
+// An errno from open/stat/fallocate on `path` as a typed error
+// (util::errc_from_errno) with what a pool's user should do about it.
 Error file_error(const std::string& path, const char* what, int err) {
-  switch (err) {
-    case ENOENT:
-      return make_error(Errc::not_found, path + ": no such file or directory (" + what +
-                                             "); check the path, or create the pool with `cairn pool create`");
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      return make_error(Errc::permission_denied, path + ": permission denied (" + what +
-                                                     "); the pool needs read and write access: check its mode "
-                                                     "and the file system's mount options");
-    case EISDIR: return make_error(Errc::is_directory, path + " is a directory; give the path of a pool file");
-    case ENOSPC:
-    case EFBIG:
-    case EDQUOT:
-      return make_error(Errc::device_full, path + ": " + errno_text(err) + " (" + what +
-                                               "); free space on the device or choose a smaller pool size");
-    case EEXIST:
+  switch (util::errc_from_errno(err)) {
+    case Errc::not_found:
+      return util::errno_error(path, what, err, "check the path, or create the pool with `cairn pool create`");
+    case Errc::permission_denied:
+      return util::errno_error(path, what, err,
+                               "the pool needs read and write access: check its mode and the file system's mount "
+                               "options");
+    case Errc::is_directory:
+      return make_error(Errc::is_directory, path + " is a directory; give the path of a pool file");
+    case Errc::device_full:
+      return util::errno_error(path, what, err, "free space on the device or choose a smaller pool size");
+    case Errc::already_exists:
       return make_error(Errc::already_exists,
                         path + " already exists; cairn never overwrites a file: remove it or choose another path");
-    default: return make_error(Errc::io_error, path + ": " + what + " failed: " + errno_text(err));
+    default: return util::errno_error(path, what, err);
   }
 }
 
@@ -69,15 +65,11 @@ devices::FlushMode resolve_mode(devices::FlushMode requested, bool is_pmem, int 
   return devices::FlushMode::msync;
 }
 
-// Reads up to n bytes at off; returns how many were read.
+// Reads up to n bytes at off; returns how many were read (0 on error: the
+// part is then reported missing, as past the end of the file).
 std::size_t read_at(int fd, void* buf, std::size_t n, off_t off) {
-  std::size_t got = 0;
-  while (got < n) {
-    ssize_t r = pread(fd, static_cast<char*>(buf) + got, n - got, off + static_cast<off_t>(got));
-    if (r <= 0) break;
-    got += static_cast<std::size_t>(r);
-  }
-  return got;
+  const long long r = util::pread_full(fd, buf, n, static_cast<std::uint64_t>(off));
+  return r < 0 ? 0 : static_cast<std::size_t>(r);
 }
 
 struct Fd {

@@ -50,6 +50,7 @@
 #include "persist/strategy.hpp"
 #include "pool/thread_pool.hpp"
 #include "util/hash.hpp"
+#include "util/io.hpp"
 
 namespace cairn::persist::detail {
 namespace {
@@ -139,54 +140,29 @@ struct Fd {
   Fd& operator=(const Fd&) = delete;
 };
 
+// An errno as a typed error (util::errc_from_errno) with what a user of
+// the file strategy should do about it.
 Error io_error(const std::string& path, const char* what, int err) {
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return make_error(Errc::not_found, path + ": " + what + ": " + std::strerror(err) +
-                                             "; set Options::dir (or CAIRN_POOL_DIR) to an existing directory");
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      return make_error(Errc::permission_denied, path + ": " + what + ": " + std::strerror(err) +
-                                                     "; checkpoints need a directory the process can write");
-    case ENOSPC:
-    case EFBIG:
-    case EDQUOT:
-      return make_error(Errc::device_full,
-                        path + ": " + what + ": " + std::strerror(err) + "; free space or choose another directory");
-    default: return make_error(Errc::io_error, path + ": " + what + " failed: " + std::strerror(err));
+  switch (util::errc_from_errno(err)) {
+    case Errc::not_found:
+      return util::errno_error(path, what, err, "set Options::dir (or CAIRN_POOL_DIR) to an existing directory");
+    case Errc::permission_denied:
+      return util::errno_error(path, what, err, "checkpoints need a directory the process can write");
+    case Errc::device_full: return util::errno_error(path, what, err, "free space or choose another directory");
+    default: return util::errno_error(path, what, err);
   }
 }
 
 // Writes all of [p, p+n) at off, in calls of at most kIoChunk; 0 or errno.
 int pwrite_all(int fd, const void* p, std::size_t n, std::uint64_t off, std::uint64_t& calls) {
-  auto* b = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t w = ::pwrite(fd, b, std::min(n, kIoChunk), static_cast<off_t>(off));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return w < 0 ? errno : EIO;
-    ++calls;
-    b += w;
-    n -= static_cast<std::size_t>(w);
-    off += static_cast<std::uint64_t>(w);
-  }
-  return 0;
+  return util::pwrite_full(fd, p, n, off, kIoChunk, &calls);
 }
 
 // Reads exactly n bytes at off; 0, errno, or -1 at end of file.
 int pread_all(int fd, void* p, std::size_t n, std::uint64_t off) {
-  auto* b = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t r = ::pread(fd, b, std::min(n, kIoChunk), static_cast<off_t>(off));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return errno;
-    if (r == 0) return -1;
-    b += r;
-    n -= static_cast<std::size_t>(r);
-    off += static_cast<std::uint64_t>(r);
-  }
-  return 0;
+  const long long r = util::pread_full(fd, p, n, off);
+  if (r < 0) return static_cast<int>(-r);
+  return static_cast<std::size_t>(r) == n ? 0 : -1;
 }
 
 // What a checkpoint file holds, once its header and metadata check out.

@@ -47,6 +47,7 @@
 
 #include "cairn/extended/pool.hpp"
 #include "persist/strategy.hpp"
+#include "util/io.hpp"
 
 namespace cairn::persist::detail {
 namespace {
@@ -90,18 +91,8 @@ std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a;
 Error pmemobj_error(const std::string& path, const std::string& what, Errc fallback, int err = -1) {
   if (err < 0) err = errno;
   const char* msg = pmemobj_errormsg();
-  Errc code = fallback;
-  switch (err) {
-    case ENOENT: code = Errc::not_found; break;
-    case EACCES:
-    case EPERM:
-    case EROFS: code = Errc::permission_denied; break;
-    case ENOSPC:
-    case EFBIG: code = Errc::device_full; break;
-    case ENOMEM: code = Errc::out_of_space; break;
-    case EEXIST: code = Errc::already_exists; break;
-    default: break;
-  }
+  const Errc mapped = util::errc_from_errno(err);
+  const Errc code = mapped == Errc::io_error ? fallback : mapped;
   std::string m = path + ": " + what + " failed";
   if (msg != nullptr && *msg != '\0') m += ": " + std::string(msg);
   if (err > 0) m += " (" + std::string(std::strerror(err)) + ")";
