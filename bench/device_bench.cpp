@@ -20,7 +20,7 @@
 #include "bench/bench_util.hpp"
 #include "cairn/extended/pool.hpp"
 #include "cairn/extended/profile.hpp"
-#include "pool/thread_pool.hpp"
+#include "util/thread_pool.hpp"
 
 namespace cairn::bench {
 
@@ -164,8 +164,8 @@ Result<void> run_primitives(const DeviceBenchOptions& opt, unsigned threads, Scr
     // the baseline and the operations alike.
     m["memcpy1"].push_back(n / meter.seconds(1, [&] { std::memcpy(dst, src, n); }));
     m["memcpyT"].push_back(n / meter.seconds(threads, [&] {
-      pool::detail::parallel_ranges(n, threads,
-                                    [&](std::size_t off, std::size_t len) { std::memcpy(dst + off, src + off, len); });
+      util::parallel_ranges(n, threads,
+                            [&](std::size_t off, std::size_t len) { std::memcpy(dst + off, src + off, len); });
     }));
     m["nt1"].push_back(n / meter.seconds(1, [&] { p.memcpy_persist(dst, src, n); }));
     m["ntT"].push_back(n / meter.seconds(threads, [&] { p.memcpy_persist_mt(dst, src, n, threads); }));

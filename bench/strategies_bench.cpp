@@ -22,7 +22,7 @@
 #include "cairn/extended/profile.hpp"
 #include "cairn/persist.hpp"
 #include "persist/strategy.hpp"
-#include "pool/thread_pool.hpp"
+#include "util/thread_pool.hpp"
 
 namespace cairn::bench {
 namespace {
@@ -121,8 +121,8 @@ struct Run {
 // The application's iteration: every byte of the state becomes v.
 void write_full(const Run& run, State& s, std::byte v) {
   std::byte* p = s.target();
-  pool::detail::parallel_ranges(
-      run.size, run.threads, [&](std::size_t off, std::size_t len) { std::memset(p + off, static_cast<int>(v), len); });
+  util::parallel_ranges(run.size, run.threads,
+                        [&](std::size_t off, std::size_t len) { std::memset(p + off, static_cast<int>(v), len); });
 }
 
 // A partial iteration: every stride-th page becomes v, the rest stays. In a
@@ -130,7 +130,7 @@ void write_full(const Run& run, State& s, std::byte v) {
 // version before last): seed 004's non-uniform update case.
 void write_partial(const Run& run, State& s, std::byte v) {
   std::byte* p = s.target();
-  pool::detail::parallel_ranges(run.size, run.threads, [&](std::size_t off, std::size_t len) {
+  util::parallel_ranges(run.size, run.threads, [&](std::size_t off, std::size_t len) {
     for (std::size_t pg = off / kPage; pg * kPage < off + len; ++pg) {
       const std::size_t b = pg * kPage, n = std::min(kPage, run.size - b);
       if (pg % run.stride == 0)
@@ -296,7 +296,7 @@ Result<CopyBaseline> measure_baseline(const Run& run, const std::string& profile
   const std::size_t n = run.size;
   std::unique_ptr<std::byte[]> mem(new std::byte[n + 64]);
   auto* src = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(mem.get()) + 63) & ~std::uintptr_t{63});
-  pool::detail::parallel_ranges(n, run.threads, [&](std::size_t off, std::size_t len) {
+  util::parallel_ranges(n, run.threads, [&](std::size_t off, std::size_t len) {
     for (std::size_t i = off; i < off + len; ++i) src[i] = static_cast<std::byte>(i * 131);
     std::memset(dst + off, 0, len);  // fault the destination in before timing
   });
@@ -309,7 +309,7 @@ Result<CopyBaseline> measure_baseline(const Run& run, const std::string& profile
   for (int rep = 0; rep < run.repeats; ++rep) {
     m1.push_back(n / time([&] { std::memcpy(dst, src, n); }));
     mn.push_back(n / time([&] {
-                   pool::detail::parallel_ranges(n, run.threads, [&](std::size_t off, std::size_t len) {
+                   util::parallel_ranges(n, run.threads, [&](std::size_t off, std::size_t len) {
                      std::memcpy(dst + off, src + off, len);
                    });
                  }));
@@ -390,7 +390,7 @@ Result<StrategiesReport> run_strategies_bench(const StrategiesBenchOptions& opt,
   run.dir = opt.dir.empty() ? pool::default_pool_dir() : opt.dir;
   run.size = opt.size;
   run.option_threads = opt.threads;
-  run.threads = opt.threads ? opt.threads : pool::detail::default_threads();
+  run.threads = opt.threads ? opt.threads : util::default_threads();
   run.repeats = opt.repeats;
   run.stride = std::max(1u, (100 + opt.partial_pct / 2) / opt.partial_pct);
   run.log = log;

@@ -13,6 +13,7 @@
 #include "apps/common/app.hpp"
 #include "cairn/extended/pool.hpp"
 #include "cairn/persist.hpp"
+#include "util/dram_buffer.hpp"
 #include "util/hash.hpp"
 
 namespace cairn::apps {
@@ -29,23 +30,6 @@ struct Meta {
   std::uint64_t reserved[6];
 };
 constexpr std::uint64_t kMetaMagic = 0x315441444D505041ULL;  // "APPMDAT1"
-
-// Zeroed, page-aligned DRAM that frees itself.
-class Buffer {
- public:
-  explicit Buffer(std::size_t bytes) {
-    const std::size_t rounded = (bytes + 4095) / 4096 * 4096;
-    p_ = std::aligned_alloc(4096, rounded);
-    if (p_) std::memset(p_, 0, rounded);
-  }
-  ~Buffer() { std::free(p_); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  void* get() const { return p_; }
-
- private:
-  void* p_ = nullptr;
-};
 
 }  // namespace
 
@@ -100,8 +84,8 @@ class Driver {
     Field* field;
     persist::DualRegion* dual = nullptr;
     persist::Region* plain = nullptr;
-    std::unique_ptr<Buffer> a, b;  // DRAM: native buffers, or the scratch of a period (b)
-    void* cur = nullptr;           // native dual: the newest version
+    util::DramBuffer a, b;  // DRAM: native buffers, or the scratch of a period (b)
+    void* cur = nullptr;    // native dual: the newest version
   };
   std::vector<State> state_;
   Clock::time_point start_time_, last_progress_;
@@ -126,14 +110,20 @@ Result<void> Driver::attach() {
   for (auto& s : state_) {
     const auto kind = s.field->kind();
     const std::size_t bytes = s.field->bytes();
-    if (kind == FieldKind::scratch || !persistent) s.a = std::make_unique<Buffer>(bytes);
+    const std::string what = "field '" + s.field->name() + "' (choose a smaller --size)";
+    auto alloc = [&](util::DramBuffer& into) -> Result<void> {
+      auto b = util::DramBuffer::allocate(bytes, what);
+      if (!b.ok()) return std::move(b).error();
+      into = std::move(b.value());
+      return {};
+    };
+    if (kind == FieldKind::scratch || !persistent)
+      if (auto r = alloc(s.a); !r.ok()) return r;
     // Native dual fields ping-pong between a and b; persisted ones use b as
     // the scratch of periods longer than one iteration.
-    if (kind == FieldKind::dual && (!persistent || opt_.persist_every > 1)) s.b = std::make_unique<Buffer>(bytes);
-    if ((s.a && !s.a->get()) || (s.b && !s.b->get()))
-      return make_error(Errc::out_of_space, "cannot allocate " + std::to_string(bytes) + " bytes of DRAM for field '" +
-                                                s.field->name() + "'; choose a smaller --size");
-    s.cur = s.a ? s.a->get() : nullptr;
+    if (kind == FieldKind::dual && (!persistent || opt_.persist_every > 1))
+      if (auto r = alloc(s.b); !r.ok()) return r;
+    s.cur = s.a.data();
     if (kind != FieldKind::scratch) rep_.state_bytes += bytes;
   }
   if (!persistent) return {};
@@ -207,7 +197,7 @@ void Driver::bind_initial() {
       f.in_ = f.out_ = s.plain->data();
     } else {
       f.in_ = s.cur;
-      f.out_ = s.b ? s.b->get() : s.cur;
+      f.out_ = s.b ? s.b.data() : s.cur;
     }
   }
 }
@@ -267,10 +257,10 @@ void Driver::run_period(std::uint64_t first, std::uint64_t end) {
         // the DRAM scratch: the last lands in write(), read() (the committed
         // version) is never written.
         if (j == 0) f.in_ = s.dual->read();
-        f.out_ = (m - 1 - j) % 2 == 0 ? s.dual->write() : s.b->get();
+        f.out_ = (m - 1 - j) % 2 == 0 ? s.dual->write() : s.b.data();
       } else {
         f.in_ = s.cur;
-        f.out_ = s.cur == s.a->get() ? s.b->get() : s.a->get();
+        f.out_ = s.cur == s.a.data() ? s.b.data() : s.a.data();
       }
     }
     for (auto& s : state_) s.field->last_step_ = j + 1 == m;

@@ -14,17 +14,22 @@
 
 namespace cairn::persist::detail {
 
-std::byte* alloc_dram(std::size_t bytes) {
-  // A region larger than physical memory can never be a working set; refuse it
-  // here rather than let the allocator (or a sanitizer's) abort or overcommit.
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0 && bytes > static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)) return nullptr;
-  void* p = nullptr;
-  if (posix_memalign(&p, 4096, (bytes + 4095) / 4096 * 4096) != 0) return nullptr;
-  std::memset(p, 0, bytes);
-  return static_cast<std::byte*>(p);
+Result<void> allocate_dram_working_set(Layout& layout, std::vector<util::DramBuffer>& owned) {
+  for (auto& e : layout.entries) {
+    const int buffers = e.dual ? 2 : (detail_access::user_memory(*e.plain) ? 0 : 1);
+    for (int k = 0; k < buffers; ++k) {
+      auto b = util::DramBuffer::allocate(e.bytes, "region '" + e.name + "'");
+      if (!b.ok()) return std::move(b).error();
+      std::byte* p = b.value().data();
+      owned.push_back(std::move(b.value()));
+      if (e.dual)
+        detail_access::buf(*e.pair, k) = p;
+      else
+        detail_access::data(*e.plain) = p;
+    }
+  }
+  return {};
 }
-void free_dram(std::byte* p) { std::free(p); }
 
 // ---- write tracking (incremental commit) ----
 
@@ -125,20 +130,7 @@ CopyStrategy::~CopyStrategy() = default;
 
 Result<void> CopyStrategy::open(Layout& layout, const Options& options) {
   threads_ = options.threads;
-  for (auto& e : layout.entries) {
-    const int buffers = e.dual ? 2 : (detail_access::user_memory(*e.plain) ? 0 : 1);
-    for (int k = 0; k < buffers; ++k) {
-      std::byte* p = alloc_dram(e.bytes);
-      if (p == nullptr)
-        return make_error(Errc::out_of_space,
-                          "cannot allocate " + std::to_string(e.bytes) + " bytes of DRAM for region '" + e.name + "'");
-      owned_.emplace_back(p, free_dram);
-      if (e.dual)
-        detail_access::buf(*e.pair, k) = p;
-      else
-        detail_access::data(*e.plain) = p;
-    }
-  }
+  if (auto r = allocate_dram_working_set(layout, owned_); !r.ok()) return r;
   auto s = SlotStore::open_or_create(options, layout, name());
   if (!s.ok()) return std::move(s).error();
   store_ = std::move(s.value());

@@ -33,6 +33,7 @@
 
 #include "persist/slot_store.hpp"
 #include "persist/strategy.hpp"
+#include "util/dram_buffer.hpp"
 
 namespace cairn::persist::detail {
 
@@ -62,7 +63,7 @@ class CopyStrategy : public Strategy {
   void copy_entry(const Layout& layout, std::size_t i, int k);
 
   std::unique_ptr<SlotStore> store_;
-  std::vector<std::unique_ptr<std::byte[], void (*)(std::byte*)>> owned_;
+  std::vector<util::DramBuffer> owned_;
   // Incremental commit. Declared after owned_: trackers release their
   // protection before the buffers are freed.
   bool incremental_ = false;
@@ -74,9 +75,9 @@ class CopyStrategy : public Strategy {
   std::vector<int> slot_buffer_[2];  // per entry: the buffer (dual: 0/1) slot k was copied from
 };
 
-// Page-aligned, zeroed DRAM for cairn-owned regions; null if it cannot be had
-// (including sizes beyond the machine's physical memory).
-std::byte* alloc_dram(std::size_t bytes);
-void free_dram(std::byte* p);
+// Gives every region whose working set cairn provides its DRAM buffers (two
+// for a dual region, one for a plain region the application did not adopt),
+// kept in `owned`: the DRAM strategies' working set, and shadow's fallback.
+Result<void> allocate_dram_working_set(Layout& layout, std::vector<util::DramBuffer>& owned);
 
 }  // namespace cairn::persist::detail

@@ -15,14 +15,13 @@
 #include <cstring>
 #include <random>
 
-#include "pool/thread_pool.hpp"
 #include "util/io.hpp"
+#include "util/thread_pool.hpp"
 
 namespace cairn::pool {
 namespace {
 
 constexpr long kTmpfsMagic = 0x01021994;
-
 
 // An errno from open/stat/fallocate on `path` as a typed error
 // (util::errc_from_errno) with what a pool's user should do about it.
@@ -581,7 +580,7 @@ void Pool::persist_mt(const void* addr, std::size_t len, unsigned threads) {
   if (len < kParallelMin) return persist(addr, len);
   ParallelScope scope;
   auto* p = static_cast<const std::byte*>(addr);
-  detail::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
+  util::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
     ops_.flush(ctx_, p + off, n);
     ops_.drain(ctx_);
   });
@@ -592,7 +591,7 @@ void Pool::memcpy_persist_mt(void* dst, const void* src, std::size_t len, unsign
   ParallelScope scope;
   auto* d = static_cast<std::byte*>(dst);
   auto* s = static_cast<const std::byte*>(src);
-  detail::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
+  util::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
     ops_.copy_nodrain(ctx_, d + off, s + off, n);
     ops_.drain(ctx_);
   });
@@ -606,7 +605,7 @@ void Pool::memcpy_flush_persist_mt(void* dst, const void* src, std::size_t len, 
     return persist(d, len);
   }
   ParallelScope scope;
-  detail::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
+  util::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
     std::memcpy(d + off, s + off, n);
     ops_.flush(ctx_, d + off, n);
     ops_.drain(ctx_);

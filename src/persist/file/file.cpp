@@ -48,9 +48,9 @@
 
 #include "persist/copy_strategy.hpp"
 #include "persist/strategy.hpp"
-#include "pool/thread_pool.hpp"
 #include "util/hash.hpp"
 #include "util/io.hpp"
+#include "util/thread_pool.hpp"
 
 namespace cairn::persist::detail {
 namespace {
@@ -93,26 +93,6 @@ std::uint64_t header_checksum(const CkptHeader& h) {
   return block_hash(reinterpret_cast<const std::byte*>(&h), offsetof(CkptHeader, header_checksum), kCkptMagic);
 }
 
-// Runs fn(i) for every i in [0, n) on up to `threads` threads, joined before
-// returning. Threads of its own rather than the pool's persistent workers: a
-// process that forks after a restore leaves no worker state to its child.
-void parallel_for(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& fn) {
-  if (threads == 0) threads = pool::detail::default_threads();
-  const std::size_t t = std::min<std::size_t>(threads, n);
-  if (t <= 1) {
-    for (std::size_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(i);
-  };
-  std::vector<std::thread> helpers;
-  for (std::size_t k = 1; k < t; ++k) helpers.emplace_back(work);
-  work();
-  for (auto& h : helpers) h.join();
-}
-
 // Hashes data in kBlock blocks (in parallel) and folds them into acc. The
 // seed of each block mixes the region and block index, so blocks swapped in
 // place are detected.
@@ -120,7 +100,7 @@ std::uint64_t hash_blocks(std::uint64_t acc, const std::byte* data, std::size_t 
                           std::uint64_t first_block, unsigned threads) {
   const std::size_t blocks = (n + kBlock - 1) / kBlock;
   std::vector<std::uint64_t> h(blocks);
-  parallel_for(blocks, threads, [&](std::size_t b) {
+  util::parallel_for(blocks, threads, [&](std::size_t b) {
     const std::size_t off = b * kBlock;
     h[b] = block_hash(data + off, std::min(kBlock, n - off), (region << 40) ^ (first_block + b));
   });
@@ -233,7 +213,7 @@ class FileCheckpoint final : public Strategy {
   std::string warnings_;
   std::string poisoned_;  // why commits are refused (a failed directory fsync); empty: they are not
   devices::Stats io_;
-  std::vector<std::unique_ptr<std::byte[], void (*)(std::byte*)>> owned_;
+  std::vector<util::DramBuffer> owned_;
 };
 
 void FileCheckpoint::warn(const std::string& line) {
@@ -330,19 +310,21 @@ Result<void> FileCheckpoint::verify_body(int fd, const std::string& path, const 
   constexpr std::size_t kBounce = 16 * kBlock;
   std::uint64_t largest = 0;
   for (const auto& d : m.descs) largest = std::max(largest, d.bytes);
-  std::unique_ptr<std::byte[], void (*)(std::byte*)> buf(nullptr, free_dram);
+  util::DramBuffer buf;
   if (largest > 0) {
-    buf.reset(alloc_dram(std::min<std::uint64_t>(kBounce, round_up(largest, kBlock))));
-    if (!buf) return make_error(Errc::out_of_space, "no memory to check " + path);
+    auto b = util::DramBuffer::allocate(std::min<std::uint64_t>(kBounce, round_up(largest, kBlock)),
+                                        "the bounce buffer that checks " + path);
+    if (!b.ok()) return std::move(b).error();
+    buf = std::move(b.value());
   }
   std::uint64_t acc = meta_hash(m);
   for (std::size_t i = 0; i < m.descs.size(); ++i) {
     const std::uint64_t bytes = m.descs[i].bytes;
     for (std::uint64_t off = 0; off < bytes; off += kBounce) {
       const std::size_t n = std::min<std::uint64_t>(kBounce, bytes - off);
-      int r = pread_all(fd, buf.get(), n, m.region_offset[i] + off);
+      int r = pread_all(fd, buf.data(), n, m.region_offset[i] + off);
       if (r != 0) return r > 0 ? io_error(path, "read", r) : make_error(Errc::truncated, path + ": truncated");
-      acc = hash_blocks(acc, buf.get(), n, i, off / kBlock, threads_);
+      acc = hash_blocks(acc, buf.data(), n, i, off / kBlock, threads_);
     }
   }
   if (acc != m.h.body_checksum)
@@ -390,20 +372,7 @@ Result<void> FileCheckpoint::open(Layout& layout, const Options& options) {
   dir_ = options.dir.empty() ? pool::default_pool_dir() : options.dir;
   name_ = options.name;
   threads_ = options.threads;
-  for (auto& e : layout.entries) {
-    const int buffers = e.dual ? 2 : (detail_access::user_memory(*e.plain) ? 0 : 1);
-    for (int k = 0; k < buffers; ++k) {
-      std::byte* p = alloc_dram(e.bytes);
-      if (p == nullptr)
-        return make_error(Errc::out_of_space,
-                          "cannot allocate " + std::to_string(e.bytes) + " bytes of DRAM for region '" + e.name + "'");
-      owned_.emplace_back(p, free_dram);
-      if (e.dual)
-        detail_access::buf(*e.pair, k) = p;
-      else
-        detail_access::data(*e.plain) = p;
-    }
-  }
+  if (auto r = allocate_dram_working_set(layout, owned_); !r.ok()) return r;
   // A directory created here is an entry of its parent: fsync each parent of
   // a created directory too, or a power failure may take the directory away
   // with every checkpoint committed into it (found by the crash explorer).

@@ -54,6 +54,7 @@
 
 #include "persist/slot_store.hpp"
 #include "persist/strategy.hpp"
+#include "util/dram_buffer.hpp"
 
 namespace cairn::persist::detail {
 namespace {
@@ -65,18 +66,6 @@ constexpr std::size_t kHelperPiece = 512 * 1024;
 // Page-aligned, zeroed DRAM from mmap: a failed mapping is a typed error
 // (an allocator could abort under the sanitizers), and large working copies
 // can be backed by transparent huge pages.
-struct DramBuffer {
-  std::byte* p = nullptr;
-  std::size_t n = 0;
-  DramBuffer() = default;
-  DramBuffer(const DramBuffer&) = delete;
-  DramBuffer& operator=(const DramBuffer&) = delete;
-  DramBuffer(DramBuffer&& o) noexcept : p(std::exchange(o.p, nullptr)), n(std::exchange(o.n, 0)) {}
-  ~DramBuffer() {
-    if (p != nullptr) ::munmap(p, n);
-  }
-};
-
 class InPlace final : public Strategy {
  public:
   ~InPlace() override;
@@ -108,7 +97,7 @@ class InPlace final : public Strategy {
   void cancel_pending();
 
   std::unique_ptr<SlotStore> store_;
-  std::vector<DramBuffer> dram_;
+  std::vector<util::DramBuffer> dram_;
   unsigned threads_ = 0;
   bool async_ = false;
   bool flush_ = true;         // Options::flush
@@ -163,16 +152,11 @@ Result<void> InPlace::open(Layout& layout, const Options& options) {
       detail_access::read_index(*e.pair) = latest_slot_;
       continue;
     }
-    DramBuffer b;
-    b.n = (e.bytes + 4095) / 4096 * 4096;
-    void* p = ::mmap(nullptr, b.n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-      return make_error(Errc::out_of_space, "cannot map " + std::to_string(e.bytes) +
-                                                " bytes of DRAM for the working copy of region '" + e.name +
-                                                "': " + std::strerror(errno));
-    b.p = static_cast<std::byte*>(p);
-    detail_access::data(*e.plain) = b.p;
-    dram_.push_back(std::move(b));
+    // Reserved, not populated: a plain region's pages fault in as written.
+    auto b = util::DramBuffer::allocate(e.bytes, "the working copy of region '" + e.name + "'", false);
+    if (!b.ok()) return std::move(b).error();
+    detail_access::data(*e.plain) = b.value().data();
+    dram_.push_back(std::move(b.value()));
   }
   handed_.assign(layout.entries.size(), 0);
   if (async_) helper_ = std::thread([this] { helper_loop(); });  // flush_init()

@@ -101,7 +101,7 @@ class Shadow final : public Strategy {
   std::byte* view_ = nullptr;            // plain regions: a view of slot c (see the top)
   std::byte* dual_view_[2] = {nullptr};  // dual buffer k: always slot k
   bool dram_ = false;                    // fallback: DRAM working set, copies
-  std::vector<std::unique_ptr<std::byte[], void (*)(std::byte*)>> owned_;
+  std::vector<util::DramBuffer> owned_;
 };
 
 Result<std::byte*> Shadow::map_slot(std::byte* at, int slot) {
@@ -167,20 +167,7 @@ Result<void> Shadow::map_views(Layout& layout) {
 
 Result<void> Shadow::open_dram_fallback(Layout& layout) {
   dram_ = true;
-  for (auto& e : layout.entries) {
-    for (int k = 0; k < (e.dual ? 2 : 1); ++k) {
-      std::byte* p = alloc_dram(e.bytes);
-      if (p == nullptr)
-        return make_error(Errc::out_of_space,
-                          "cannot allocate " + std::to_string(e.bytes) + " bytes of DRAM for region '" + e.name + "'");
-      owned_.emplace_back(p, free_dram);
-      if (e.dual)
-        detail_access::buf(*e.pair, k) = p;
-      else
-        detail_access::data(*e.plain) = p;
-    }
-  }
-  return {};
+  return allocate_dram_working_set(layout, owned_);
 }
 
 Result<void> Shadow::open(Layout& layout, const Options& options) {

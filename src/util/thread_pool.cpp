@@ -1,16 +1,17 @@
-// thread_pool.cpp — persistent workers behind parallel_ranges().
-#include "pool/thread_pool.hpp"
+// thread_pool.cpp — persistent workers behind parallel_ranges(), and parallel_for().
+#include "util/thread_pool.hpp"
 
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <vector>
 
-namespace cairn::pool::detail {
+namespace cairn::util {
 namespace {
 
 class Workers {
@@ -122,4 +123,21 @@ void parallel_ranges(std::size_t len, unsigned threads, const std::function<void
   });
 }
 
-}  // namespace cairn::pool::detail
+void parallel_for(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& fn) {
+  if (threads == 0) threads = default_threads();
+  const std::size_t t = std::min<std::size_t>(threads, n);
+  if (t <= 1) {
+    for (std::size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(i);
+  };
+  std::vector<std::thread> helpers;
+  for (std::size_t k = 1; k < t; ++k) helpers.emplace_back(work);
+  work();
+  for (auto& h : helpers) h.join();
+}
+
+}  // namespace cairn::util
