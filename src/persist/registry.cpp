@@ -117,6 +117,20 @@ Result<std::unique_ptr<Strategy>> make_strategy(const std::string& name) {
 
 namespace cairn::persist {
 
+std::string detail::storage_dir(const Options& options) {
+  return options.dir.empty() ? pool::default_pool_dir() : options.dir;
+}
+
+Result<std::string> detail::make_storage_dir(const Options& options) {
+  const std::string dir = storage_dir(options);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return make_error(Errc::io_error, "cannot create the pool directory " + dir + ": " + ec.message() +
+                                          "; set CAIRN_POOL_DIR or Options::dir to a writable directory");
+  return dir;
+}
+
 Result<std::vector<std::string>> remove_storage(const Options& options) {
   if (options.name.empty() || options.name.find('/') != std::string::npos)
     return make_error(Errc::invalid_argument,
@@ -129,7 +143,7 @@ Result<std::vector<std::string>> remove_storage(const Options& options) {
   } else {
     return detail::make_strategy(options.strategy).error();
   }
-  const std::string dir = options.dir.empty() ? pool::default_pool_dir() : options.dir;
+  const std::string dir = detail::storage_dir(options);
   std::vector<std::string> removed;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {

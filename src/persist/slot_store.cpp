@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "persist/strategy.hpp"
+
 namespace cairn::persist::detail {
 namespace {
 
@@ -59,13 +61,9 @@ Result<std::unique_ptr<SlotStore>> SlotStore::open_or_create(const Options& opti
     if (!r.ok()) return std::move(r).error();
     return s;
   }
-  const std::string dir = options.dir.empty() ? pool::default_pool_dir() : options.dir;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    return make_error(Errc::io_error, "cannot create the pool directory " + dir + ": " + ec.message() +
-                                          "; set CAIRN_POOL_DIR or Options::dir to a writable directory");
-  s->path_ = dir + "/" + options.name + ".pool";
+  auto dir = make_storage_dir(options);
+  if (!dir.ok()) return std::move(dir).error();
+  s->path_ = dir.value() + "/" + options.name + ".pool";
   struct stat st {};
   s->existed_ = ::stat(s->path_.c_str(), &st) == 0;
   auto device = devices::make_device(options.device);

@@ -107,6 +107,11 @@ struct Registration {
   BenchTraits bench;
 };
 
+// Options::dir, or the default pool directory when it is empty.
+std::string storage_dir(const Options& options);
+// storage_dir(), created if missing; a typed error saying what to set if not.
+Result<std::string> make_storage_dir(const Options& options);
+
 // All built-in strategies, in a fixed order.
 const std::vector<Registration>& registry();
 // The record of `name`, or null.

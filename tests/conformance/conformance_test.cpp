@@ -15,6 +15,7 @@
 #include "cairn/extended/device.hpp"
 #include "cairn/persist.hpp"
 #include "persist/strategy.hpp"
+#include "tests/support/patterns.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace cairn::persist {
@@ -45,17 +46,8 @@ class Conformance : public ::testing::TestWithParam<std::string> {
   auto var = make(__VA_ARGS__); \
   if (!var) FAIL() << GetParam() << ": the registered factory built no strategy";
 
-// Fills a region with a pattern that depends on the version.
-void fill(void* p, std::size_t bytes, std::uint64_t version) {
-  auto* w = static_cast<std::uint64_t*>(p);
-  for (std::size_t i = 0; i < bytes / 8; ++i) w[i] = version * 0x9E3779B97F4A7C15ULL + i;
-}
-bool matches(const void* p, std::size_t bytes, std::uint64_t version) {
-  auto* w = static_cast<const std::uint64_t*>(p);
-  for (std::size_t i = 0; i < bytes / 8; ++i)
-    if (w[i] != version * 0x9E3779B97F4A7C15ULL + i) return false;
-  return true;
-}
+using cairn::testing::fill;
+using cairn::testing::matches;
 
 TEST_P(Conformance, RestoreWithNothingCommitted) {
   MAKE_OR_FAIL(ctx);

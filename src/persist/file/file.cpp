@@ -369,7 +369,7 @@ Result<void> FileCheckpoint::scan() {
 Result<void> FileCheckpoint::open(Layout& layout, const Options& options) {
   if (options.hdf5)
     return make_error(Errc::unsupported, "this cairn was built without HDF5; unset Options::hdf5 (hdf5 = false)");
-  dir_ = options.dir.empty() ? pool::default_pool_dir() : options.dir;
+  dir_ = storage_dir(options);
   name_ = options.name;
   threads_ = options.threads;
   if (auto r = allocate_dram_working_set(layout, owned_); !r.ok()) return r;

@@ -11,6 +11,7 @@
 
 #include "cairn/persist.hpp"
 #include "persist/layout.hpp"
+#include "tests/support/patterns.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace cairn::persist {
@@ -18,16 +19,8 @@ namespace {
 
 using cairn::testing::TempDir;
 
-void fill(void* p, std::size_t bytes, std::uint64_t version) {
-  auto* w = static_cast<std::uint64_t*>(p);
-  for (std::size_t i = 0; i < bytes / 8; ++i) w[i] = version * 0x9E3779B97F4A7C15ULL + i;
-}
-bool matches(const void* p, std::size_t bytes, std::uint64_t version) {
-  auto* w = static_cast<const std::uint64_t*>(p);
-  for (std::size_t i = 0; i < bytes / 8; ++i)
-    if (w[i] != version * 0x9E3779B97F4A7C15ULL + i) return false;
-  return true;
-}
+using cairn::testing::fill;
+using cairn::testing::matches;
 
 std::vector<char> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -188,13 +188,9 @@ Result<void> UndoLog::open(Layout& layout, const Options& options) {
 }
 
 Result<void> UndoLog::open_pool(Layout& layout, const Options& options) {
-  const std::string dir = options.dir.empty() ? pool::default_pool_dir() : options.dir;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    return make_error(Errc::io_error, "cannot create the pool directory " + dir + ": " + ec.message() +
-                                          "; set CAIRN_POOL_DIR or Options::dir to a writable directory");
-  path_ = dir + "/" + options.name + ".obj";
+  auto dir = make_storage_dir(options);
+  if (!dir.ok()) return std::move(dir).error();
+  path_ = dir.value() + "/" + options.name + ".obj";
   if (auto r = check_no_foreign_tx(); !r.ok()) return r;
 
   std::size_t objects = 0, ranges = 0;

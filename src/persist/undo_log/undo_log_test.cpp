@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cairn/persist.hpp"
+#include "tests/support/patterns.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace cairn::persist {
@@ -33,16 +34,8 @@ std::unique_ptr<Context> make(const Options& o) {
   return c.ok() ? std::move(c.value()) : nullptr;
 }
 
-void fill(void* p, std::size_t bytes, std::uint64_t seed) {
-  auto* w = static_cast<std::uint64_t*>(p);
-  for (std::size_t i = 0; i < bytes / 8; ++i) w[i] = seed * 0x9E3779B97F4A7C15ULL + i;
-}
-bool matches(const void* p, std::size_t bytes, std::uint64_t seed) {
-  auto* w = static_cast<const std::uint64_t*>(p);
-  for (std::size_t i = 0; i < bytes / 8; ++i)
-    if (w[i] != seed * 0x9E3779B97F4A7C15ULL + i) return false;
-  return true;
-}
+using cairn::testing::fill;
+using cairn::testing::matches;
 
 // Seed 001 §3.2.1's guarantee on the sizes the brief asks for: a child commits
 // two versions of a 64 MiB region and a 64 MiB dual region, begins a third
