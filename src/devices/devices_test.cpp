@@ -24,18 +24,23 @@ Profile parse_ok(const std::string& spec) {
   return p.ok() ? p.value() : Profile{};
 }
 
+std::unique_ptr<pool::Pool> make_pool(const std::string& path, std::unique_ptr<Device> device,
+                                      FlushMode mode = FlushMode::automatic, std::uint64_t size = 32u << 20) {
+  pool::CreateOptions o;
+  o.size = size;
+  o.flush_mode = mode;
+  o.device = std::move(device);
+  auto p = pool::Pool::create(path, std::move(o));
+  EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);
+  return p.ok() ? std::move(p.value()) : nullptr;
+}
+
 std::unique_ptr<pool::Pool> make_pool(const std::string& path, const std::string& device_spec,
                                       FlushMode mode = FlushMode::automatic, std::uint64_t size = 32u << 20) {
   auto dev = make_device(device_spec);
   EXPECT_TRUE(dev.ok()) << (dev.ok() ? "" : dev.error().message);
   if (!dev.ok()) return nullptr;
-  pool::CreateOptions o;
-  o.size = size;
-  o.flush_mode = mode;
-  o.device = std::move(dev.value());
-  auto p = pool::Pool::create(path, std::move(o));
-  EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);
-  return p.ok() ? std::move(p.value()) : nullptr;
+  return make_pool(path, std::move(dev.value()), mode, size);
 }
 
 // A 64-byte aligned scratch area in the pool's arena (no allocation needed).
@@ -203,18 +208,16 @@ TEST(MakeDevice, RoutesSpecsAndEnvironment) {
 // ---- the fault device ----
 
 TEST(FaultDevice, SpecsParseAndBadOnesAreTypedErrors) {
-  for (const char* ok :
-       {"fault", "fault:", "fault:flush=3", "fault:drain=1,copy=2,once", "fault: flush = 0 , name=x"}) {
+  for (const char* ok : {"fault", "fault:", "fault:flush=3", "fault:drain=1,copy=2,once", "fault: flush = 0 "}) {
     auto d = make_device(ok);
     EXPECT_TRUE(d.ok()) << ok << ": " << (d.ok() ? "" : d.error().message);
   }
-  EXPECT_EQ(make_device("fault:name=dev").value()->name(), "fault:name=dev");
   struct Case {
     const char* spec;
     const char* must_mention;
   };
   for (const Case& c : {Case{"fault:flush", "KEY=N"}, Case{"fault:flush=-1", "-1"}, Case{"fault:flush=x", "x"},
-                        Case{"fault:bogus=1", "bogus"}, Case{"fault:name=", "name"}}) {
+                        Case{"fault:bogus=1", "bogus"}, Case{"fault:name=x", "name"}}) {
     auto d = make_device(c.spec);
     ASSERT_FALSE(d.ok()) << c.spec;
     EXPECT_EQ(d.error().code, Errc::invalid_argument) << c.spec;
@@ -243,10 +246,10 @@ TEST(FaultDevice, NthFlushAndLaterOnesFail) {
   EXPECT_EQ(d.stats().drains, 5u);
 }
 
-TEST(FaultDevice, ArmedByNameCountsFromArming) {
+TEST(FaultDevice, ArmedThroughItsInjectorCountsFromArming) {
   TempDir dir;
-  EXPECT_EQ(arm_fault("devices-test-none", FaultPlan{}).error().code, Errc::not_found);
-  auto p = make_pool(dir.file("f.pool"), "fault:name=devices-test", FlushMode::cpu, 2u << 20);
+  auto injector = std::make_shared<FaultInjector>();
+  auto p = make_pool(dir.file("f.pool"), make_fault_device(injector), FlushMode::cpu, 2u << 20);
   ASSERT_TRUE(p);
   std::byte* buf = scratch(*p);
   p->persist(buf, 64);
@@ -254,15 +257,15 @@ TEST(FaultDevice, ArmedByNameCountsFromArming) {
   EXPECT_EQ(p->device().io_errno(), 0);
   FaultPlan plan;
   plan.copy = 2;  // the second copy from now
-  ASSERT_TRUE(arm_fault("devices-test", plan).ok());
-  const auto before = fault_counts("devices-test").value();
+  injector->arm(plan);
+  const auto before = injector->counts();
   const char text[] = "written but never written back";
   p->memcpy_persist(buf, text, sizeof text);
   EXPECT_EQ(p->device().io_errno(), 0);
   p->memcpy_persist(buf + 256, text, sizeof text);
   EXPECT_EQ(p->device().io_errno(), EIO);
   EXPECT_EQ(std::memcmp(buf + 256, text, sizeof text), 0);  // the stores happened
-  const auto after = fault_counts("devices-test").value();
+  const auto after = injector->counts();
   EXPECT_EQ(after.copy - before.copy, 2u);
   EXPECT_EQ(after.failed, 1u);
   // The pool sees the error: it refuses to publish.
@@ -270,20 +273,19 @@ TEST(FaultDevice, ArmedByNameCountsFromArming) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Errc::poisoned);
   EXPECT_NE(r.error().message.find(std::strerror(EIO)), std::string::npos) << r.error().message;
-  p.reset();
-  EXPECT_EQ(fault_counts("devices-test").error().code, Errc::not_found);  // gone with its pool
 }
 
 TEST(FaultDevice, OnceFailsOnlyTheNthCallButTheErrorStays) {
   TempDir dir;
-  auto p = make_pool(dir.file("o.pool"), "fault:name=devices-test-once", FlushMode::cpu, 2u << 20);
+  auto injector = std::make_shared<FaultInjector>();
+  auto p = make_pool(dir.file("o.pool"), make_fault_device(injector), FlushMode::cpu, 2u << 20);
   ASSERT_TRUE(p);
   FaultPlan plan;
   plan.drain = 1;
   plan.once = true;
-  ASSERT_TRUE(arm_fault("devices-test-once", plan).ok());
+  injector->arm(plan);
   for (int i = 0; i < 4; ++i) p->drain();
-  EXPECT_EQ(fault_counts("devices-test-once").value().failed, 1u);
+  EXPECT_EQ(injector->counts().failed, 1u);
   EXPECT_EQ(p->device().io_errno(), EIO);  // as with msync: the first error is kept
 }
 

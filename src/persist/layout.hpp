@@ -12,6 +12,9 @@
 namespace cairn::pool {
 class Pool;
 }
+namespace cairn::devices {
+class FaultInjector;
+}
 
 namespace cairn::persist {
 
@@ -67,6 +70,9 @@ struct InternalOptions {
   pool::Pool* borrowed_pool = nullptr;
   // shadow: behave as if the pool file could not be mapped (its DRAM view).
   bool shadow_dram_view = false;
+  // The pool's device is a fault device driven by this injector (the
+  // conformance suite's failed write-backs) instead of Options::device.
+  std::shared_ptr<devices::FaultInjector> fault_injector;
 };
 
 struct Layout {

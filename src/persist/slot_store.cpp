@@ -66,7 +66,10 @@ Result<std::unique_ptr<SlotStore>> SlotStore::open_or_create(const Options& opti
   s->path_ = dir.value() + "/" + options.name + ".pool";
   struct stat st {};
   s->existed_ = ::stat(s->path_.c_str(), &st) == 0;
-  auto device = devices::make_device(options.device);
+  auto device =
+      layout.internal.fault_injector
+          ? Result<std::unique_ptr<devices::Device>>(devices::make_fault_device(layout.internal.fault_injector))
+          : devices::make_device(options.device);
   if (!device.ok()) return std::move(device).error();
   if (!s->existed_) {
     const std::size_t meta = meta_bytes(layout) + kPage;

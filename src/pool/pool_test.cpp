@@ -410,25 +410,25 @@ TEST(PoolErrors, FailedWriteBackNeverSwitchesTheRoots) {
   for (const bool selector_fails : {false, true}) {
     TempDir dir;
     const auto path = dir.file("p");
-    const std::string name = selector_fails ? "pool-test-selector" : "pool-test-table";
+    auto injector = std::make_shared<devices::FaultInjector>();
     {
       CreateOptions o;
       o.size = 4u << 20;
-      o.device = devices::make_device("fault:name=" + name).value();
+      o.device = devices::make_fault_device(injector);
       auto pool = std::move(Pool::create(path, std::move(o)).value());
       ASSERT_TRUE(pool->publish_root(3, kArenaOffset, 7).ok());
       devices::FaultPlan plan;
       // publish_roots: the table goes through one copy, the selector through
       // one flush.
       (selector_fails ? plan.flush : plan.copy) = 1;
-      ASSERT_TRUE(devices::arm_fault(name, plan).ok());
+      injector->arm(plan);
       auto r = pool->publish_root(3, kArenaOffset + 4096, 8);
       ASSERT_FALSE(r.ok());
       EXPECT_EQ(r.error().code, selector_fails ? Errc::io_error : Errc::poisoned) << r.error().message;
       EXPECT_NE(r.error().message.find("reopen"), std::string::npos) << r.error().message;
       EXPECT_EQ(pool->root(3).version, 7u);
       EXPECT_TRUE(pool->poisoned());
-      ASSERT_TRUE(devices::arm_fault(name, devices::FaultPlan{}).ok());
+      injector->arm(devices::FaultPlan{});
       EXPECT_EQ(pool->publish_root(3, kArenaOffset + 4096, 9).error().code, Errc::poisoned);
     }
     auto pool = Pool::open(path);

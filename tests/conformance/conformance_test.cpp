@@ -352,13 +352,14 @@ void sweep_faults(const Options& base, FaultKind kind, bool once) {
   int failed_commits = 0;
   for (std::uint64_t n = 1; n < 10000; ++n) {
     const std::string sub = std::string(kind_name) + (once ? "-once-" : "-") + std::to_string(n);
-    const std::string id = "conformance-" + base.strategy + "-" + sub;
     Options o = base;
     o.dir = base.dir + "/" + sub;
-    o.device = "fault:name=" + id;
+    detail::InternalOptions internal;
+    internal.fault_injector = std::make_shared<devices::FaultInjector>();
+    auto& injector = *internal.fault_injector;
     bool tripped = false;
     {
-      auto c = Context::create(o);
+      auto c = detail::create_context(o, internal);
       ASSERT_TRUE(c.ok()) << c.error().message;
       auto& ctx = *c.value();
       auto* a = ctx.region("a", kA).value();
@@ -378,9 +379,9 @@ void sweep_faults(const Options& base, FaultKind kind, bool once) {
       devices::FaultPlan plan;
       (kind == FaultKind::flush ? plan.flush : kind == FaultKind::drain ? plan.drain : plan.copy) = n;
       plan.once = once;
-      ASSERT_TRUE(devices::arm_fault(id, plan).ok());
+      injector.arm(plan);
       auto r = ctx.commit();
-      tripped = devices::fault_counts(id).value().failed > 0;
+      tripped = injector.counts().failed > 0;
       if (!tripped) {
         ASSERT_TRUE(r.ok()) << r.error().message;
       } else {
@@ -390,7 +391,7 @@ void sweep_faults(const Options& base, FaultKind kind, bool once) {
         EXPECT_NE(r.error().message.find("version 2"), std::string::npos) << r.error().message;
         ++failed_commits;
         // A poisoned store refuses everything after, whatever the device does now.
-        ASSERT_TRUE(devices::arm_fault(id, devices::FaultPlan{}).ok());
+        injector.arm(devices::FaultPlan{});
         fill(b->write(), kB, 103);
         auto again = ctx.commit();
         ASSERT_FALSE(again.ok()) << "a commit after a failed write-back succeeded";

@@ -177,7 +177,6 @@ Result<std::unique_ptr<Device>> make_device(const std::string& spec);
 //   copy=N    the same for copy_nodrain and fill_nodrain calls (one count)
 //   once      only the Nth call of each armed kind fails, later ones succeed
 //             (a transient error; the recorded errno stays, as with msync)
-//   name=ID   registers the device under ID for arm_fault() / fault_counts()
 // N = 0, or a key left out, means never. "fault" or "fault:" alone behaves as
 // the real device. Example: CAIRN_DEVICE=fault:flush=40 makes the 40th flush
 // of each pool fail.
@@ -189,13 +188,33 @@ struct FaultCounts {
   std::uint64_t flush = 0, drain = 0, copy = 0;  // calls since the device was made
   std::uint64_t failed = 0;                      // calls made to fail
 };
+
+// The plan and call counts of a fault device, shared by the device and the
+// test that made it: arm() re-arms the device while its pool is open, so a
+// test can commit some versions cleanly and then make the next commit's
+// write-backs fail without knowing how many calls opening and committing
+// took. Thread-safe: persist_mt's workers flush concurrently.
+class FaultInjector {
+ public:
+  explicit FaultInjector(const FaultPlan& plan = {}) { arm(plan); }
+  // Each N of `plan` counts from now (flush = 1: the next flush call fails).
+  void arm(const FaultPlan& plan);
+  FaultCounts counts() const;
+  // The device counts one call of a kind; true if the call must fail.
+  bool next_flush() { return next(flush_, flush_at_); }
+  bool next_drain() { return next(drain_, drain_at_); }
+  bool next_copy() { return next(copy_, copy_at_); }
+
+ private:
+  bool next(std::atomic<std::uint64_t>& count, const std::atomic<std::uint64_t>& at);
+  std::atomic<std::uint64_t> flush_{0}, drain_{0}, copy_{0}, failed_{0};
+  // Absolute call numbers from which (or, once, at which) calls fail; 0: never.
+  std::atomic<std::uint64_t> flush_at_{0}, drain_at_{0}, copy_at_{0};
+  std::atomic<bool> once_{false};
+};
+
+// A fault device from a spec ("fault:flush=N,..."), or driven by `injector`.
 Result<std::unique_ptr<Device>> make_fault_device(const std::string& spec);
-// Re-arms the newest live fault device registered as `name`: each N of `plan`
-// counts from now (flush = 1: the next flush call fails). Lets a test commit
-// some versions cleanly, then make the next commit's write-backs fail without
-// knowing how many calls opening and committing took. Errc::not_found if no
-// live fault device has that name.
-Result<void> arm_fault(const std::string& name, const FaultPlan& plan);
-Result<FaultCounts> fault_counts(const std::string& name);
+std::unique_ptr<Device> make_fault_device(std::shared_ptr<FaultInjector> injector);
 
 }  // namespace cairn::devices
