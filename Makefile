@@ -25,21 +25,37 @@ build: release
 demo: release
 	scripts/demo.sh build/release
 
-# The crash suites run twice: a 10^5-state sample under the sanitizers, and
-# the full 10^6 states (plus 10^5 per pool strategy, 10^5 file-system states
-# for `file` and for undo-log) in the release build, where the harness is
-# about ten times faster. Under the sanitizers undo-log runs only its broken
-# variants: each of its states costs two libpmemobj opens (~0.3 s there).
+# `make test` runs, in order:
+#  1. the whole suite under address+undefined sanitizers, with a 10^5-state
+#     sample of the crash suites (undo-log: only its broken variants; each of
+#     its states costs two libpmemobj opens, ~0.3 s under the sanitizers);
+#  2. the full crash suites in a release build, where the harness is about
+#     ten times faster: 10^6 states over the reference structure and the pool
+#     protocol, 10^5 per pool strategy, 10^5 file-system states for `file`
+#     and for undo-log;
+#  3. a ThreadSanitizer share: the tests of the code that runs threads (the
+#     worker pool behind the multi-threaded primitives, in-place's helper
+#     flusher, incremental commit's write tracking, every strategy with two
+#     threads, the apps' thread team, the crash harness's deferred points),
+#     about 4 minutes with its build. `make tsan && make test-tsan` runs all
+#     of it, the crash suites at 2*10^4 states.
 CRASH_TESTS = crashsim_suite_test crashsim_fs_test crashsim_undo_log_test
+TSAN_SHARE_TARGETS = pool_test devices_test persist_in_place_test persist_incremental_test \
+                     persist_conformance_test crashsim_harness_test sph_verify_test
+TSAN_SHARE_TESTS = '^(Pool|PoolErrors|FaultDevice|EmulatedDevice|Persist|CopyStrategies|AllStrategies|Harness|Sph)'
+TSAN_SHARE_SKIP = 'Durability/|BrokenVariant'
 test: debug
 	@scripts/check-format.sh
 	CAIRN_CRASH_STATES=100000 ctest --preset debug -E '^Crash/UndoLog\.'
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS) --target $(CRASH_TESTS)
 	ctest --preset release -R '^Crash/'
+	cmake --preset tsan >/dev/null
+	cmake --build --preset tsan -j $(JOBS) --target $(TSAN_SHARE_TARGETS)
+	ctest --preset tsan -R $(TSAN_SHARE_TESTS) -E $(TSAN_SHARE_SKIP)
 
 test-tsan: tsan
-	ctest --preset tsan
+	CAIRN_CRASH_STATES=20000 ctest --preset tsan
 
 bench: release
 	build/release/tools/cairn/cairn bench device

@@ -30,7 +30,16 @@ class Workers {
 
   // Runs jobs 1..n-1 on workers while the caller runs job 0.
   void run(unsigned n, const std::function<void(unsigned)>& job) {
-    std::unique_lock call(call_mu_);  // one parallel operation at a time
+    // One parallel operation on the workers at a time. A caller that finds
+    // them busy (another thread's operation, or one nested in a job) runs
+    // every part itself instead of waiting: waiting here, with whatever
+    // locks the caller holds, could deadlock against a job that needs them
+    // (the crash simulator's device lock is one such).
+    std::unique_lock call(call_mu_, std::try_to_lock);
+    if (!call.owns_lock()) {
+      for (unsigned i = 0; i < n; ++i) job(i);
+      return;
+    }
     ensure(n - 1);
     {
       std::lock_guard lk(mu_);

@@ -6,15 +6,17 @@
 namespace cairn::testing::crashsim {
 namespace {
 
-void null_flush(void* ctx, const void*, std::size_t) { ++*static_cast<std::uint64_t*>(ctx); }
+// The counter is atomic: a recovery's persist_mt workers call these at once.
+void count(void* ctx) { static_cast<std::atomic<std::uint64_t>*>(ctx)->fetch_add(1, std::memory_order_relaxed); }
+void null_flush(void* ctx, const void*, std::size_t) { count(ctx); }
 void null_drain(void*) {}
 void null_copy(void* ctx, void* dst, const void* src, std::size_t len) {
   std::memcpy(dst, src, len);
-  ++*static_cast<std::uint64_t*>(ctx);
+  count(ctx);
 }
 void null_fill(void* ctx, void* dst, int c, std::size_t len) {
   std::memset(dst, c, len);
-  ++*static_cast<std::uint64_t*>(ctx);
+  count(ctx);
 }
 
 std::string describe(const Version& v) {

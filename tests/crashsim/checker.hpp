@@ -11,6 +11,7 @@
 //      then recovers the model's last version.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -31,10 +32,10 @@ class NullDevice final : public devices::Device {
   Result<devices::Ops> bind(const devices::Mapping&) override;
   void* context() override { return &persists_; }
   // Flush, copy and fill calls since bind.
-  std::uint64_t persists() const { return persists_; }
+  std::uint64_t persists() const { return persists_.load(std::memory_order_relaxed); }
 
  private:
-  std::uint64_t persists_ = 0;
+  std::atomic<std::uint64_t> persists_{0};
 };
 
 using Opener = std::function<Result<std::unique_ptr<pool::Pool>>()>;

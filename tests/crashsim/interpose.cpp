@@ -2,8 +2,18 @@
 // watched file itself, routed to the crash simulator (mapped_file.hpp). This
 // replaces libc's mmap, munmap and msync and libpmem's persist calls for the
 // whole process, so it belongs to the executables that run file workloads
-// (the undo-log crash test, `cairn`), never to a library: CMakeLists.txt adds
-// it to each. Without a watch every call goes straight to the real function.
+// (the undo-log crash test, `cairn-crashsim`), never to a library:
+// CMakeLists.txt adds it to each. Without a watch every call goes straight to
+// the real function.
+//
+// Under ThreadSanitizer: the sanitizer's runtime calls mmap by its libc name
+// while it initialises (its symboliser's allocator), and an executable's own
+// definition of mmap wins over libc's and the runtime's interceptor. An
+// instrumented mmap then records a function entry into a thread trace that
+// does not exist yet and dies (SEGV at 0x600000000008, the trace region).
+// So mmap, munmap and msync carry no ThreadSanitizer instrumentation, and
+// until the constructor below has run (the runtime is up by then) they are
+// the bare system calls and touch nothing else.
 #include <dlfcn.h>
 #include <libpmem.h>
 #include <sys/mman.h>
@@ -13,6 +23,12 @@
 #include <cstring>
 
 #include "tests/crashsim/mapped_file.hpp"
+
+#if defined(__SANITIZE_THREAD__)
+#define CAIRN_NO_TSAN __attribute__((no_sanitize("thread")))
+#else
+#define CAIRN_NO_TSAN
+#endif
 
 namespace {
 
@@ -64,19 +80,21 @@ extern "C" {
 
 int cairn_crashsim_interposer_present() { return 1; }
 
-void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t offset) noexcept {
-  void* r = g_real_mmap != nullptr ? g_real_mmap(addr, len, prot, flags, fd, offset)
-                                   : reinterpret_cast<void*>(syscall(SYS_mmap, addr, len, prot, flags, fd, offset));
+CAIRN_NO_TSAN void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t offset) noexcept {
+  if (g_real_mmap == nullptr) return reinterpret_cast<void*>(syscall(SYS_mmap, addr, len, prot, flags, fd, offset));
+  void* r = g_real_mmap(addr, len, prot, flags, fd, offset);
   if (r != MAP_FAILED && fd >= 0 && ip::any_watch()) ip::on_mapped(r, len, fd, offset);
   return r;
 }
 
-int munmap(void* addr, size_t len) noexcept {
+CAIRN_NO_TSAN int munmap(void* addr, size_t len) noexcept {
+  if (g_real_munmap == nullptr) return static_cast<int>(syscall(SYS_munmap, addr, len));
   if (ip::any_watch()) ip::on_unmapped(addr, len);
-  return g_real_munmap != nullptr ? g_real_munmap(addr, len) : static_cast<int>(syscall(SYS_munmap, addr, len));
+  return g_real_munmap(addr, len);
 }
 
-int msync(void* addr, size_t len, int flags) noexcept {
+CAIRN_NO_TSAN int msync(void* addr, size_t len, int flags) noexcept {
+  if (g_real_msync == nullptr) return static_cast<int>(syscall(SYS_msync, addr, len, flags));
   if (ip::any_watch()) {
     if (FileWatch* w = ip::watch_at(addr); w != nullptr) {
       ip::msyncs.fetch_add(1, std::memory_order_relaxed);
@@ -85,8 +103,7 @@ int msync(void* addr, size_t len, int flags) noexcept {
       if (!w->has_device()) return 0;  // a check: the image is memory
     }
   }
-  return g_real_msync != nullptr ? g_real_msync(addr, len, flags)
-                                 : static_cast<int>(syscall(SYS_msync, addr, len, flags));
+  return g_real_msync(addr, len, flags);
 }
 
 int pmem_is_pmem(const void* addr, size_t len) {

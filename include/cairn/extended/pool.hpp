@@ -253,7 +253,9 @@ class Pool {
   }
   // Multi-threaded variants: split the range over up to `threads` workers
   // (0: all hardware threads); each worker flushes and fences its own part
-  // (a fence orders only its own thread's flushes), then they join.
+  // (a fence orders only its own thread's flushes), then they join. While
+  // the workers serve another thread's operation, the caller does every part
+  // itself rather than wait.
   void persist_mt(const void* addr, std::size_t len, unsigned threads = 0);
   void memcpy_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads = 0);
   // The same split, but each worker copies with ordinary cached stores and
@@ -263,8 +265,8 @@ class Pool {
   // Ranges smaller than this are done on the calling thread.
   static constexpr std::size_t kParallelMin = 1u << 20;
   // True on a thread that is inside persist_mt / memcpy_persist_mt. The crash
-  // simulator defers work at crash points reached there (a nested parallel
-  // operation would wait for the one in progress).
+  // simulator defers work at crash points reached there (a crash point is
+  // explored on the thread that runs the workload, between its operations).
   static bool in_parallel_persist() noexcept;
 
   void marker(devices::Marker m, const char* label = "") { device_->marker(m, label); }

@@ -63,9 +63,6 @@ namespace {
 // over the rest of a large region with all threads.
 constexpr std::size_t kHelperPiece = 512 * 1024;
 
-// Page-aligned, zeroed DRAM from mmap: a failed mapping is a typed error
-// (an allocator could abort under the sanitizers), and large working copies
-// can be backed by transparent huge pages.
 class InPlace final : public Strategy {
  public:
   ~InPlace() override;
