@@ -273,9 +273,9 @@ int cairn_pool_stats_reset(cairn_pool* pool);
  *   if (cairn_ckpt_restore(ck, &v) == CAIRN_E_NO_VERSION) { ...initial state... }
  *   c = cairn_ckpt_region_data(cells);      // a restore may move a region
  *   for (;;) {
- *     cairn_ckpt_begin(ck);                 // in-place: read and write versions swap
+ *     cairn_ckpt_begin(ck);                 // optional: commit begins one itself
  *     step(cairn_ckpt_dual_read(u), cairn_ckpt_dual_write(u), c);
- *     cairn_ckpt_commit(ck, &v);            // durable: survives any crash from here
+ *     cairn_ckpt_commit(ck, &v);            // durable from here; u's read and write swap
  *   }
  *   cairn_ckpt_delete(&ck);                 // ck is now NULL
  *
@@ -315,7 +315,7 @@ typedef struct cairn_ckpt_dual cairn_ckpt_dual;     /* owned by its context */
 enum {
   CAIRN_CKPT_ASYNC_FLUSH = 1 << 0, /* in-place: flush on a helper thread (seed 004's flush_async) */
   CAIRN_CKPT_INCREMENTAL = 1 << 1, /* copy-based strategies: copy only pages written since the last commit */
-  CAIRN_CKPT_HDF5 = 1 << 2,        /* file: also write an HDF5 file per checkpoint (if built with HDF5) */
+  CAIRN_CKPT_HDF5 = 1 << 2,        /* file: also write <name>.<version>.h5, a dataset per region */
   CAIRN_CKPT_DEFAULTS = CAIRN_CKPT_ASYNC_FLUSH
 };
 
@@ -405,8 +405,8 @@ int cairn_ckpt_committed_version(const cairn_ckpt* ckpt, uint64_t* version, int*
  * nothing has been committed: start from scratch. Region addresses may change. */
 int cairn_ckpt_restore(cairn_ckpt* ckpt, uint64_t* version);
 
-/* Starts an iteration (in-place: dual roles switch; undo-log: the transaction
- * opens). Optional: commit begins one itself if none is open. */
+/* Starts an iteration (undo-log: the transaction opens). Optional: commit
+ * begins one itself if none is open. Dual regions switch roles at commit. */
 int cairn_ckpt_begin(cairn_ckpt* ckpt);
 
 /* Makes the state durable and consistent as a new version, whose number goes

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
@@ -43,7 +44,21 @@ struct Error {
   std::string message;
 };
 
-// A minimal expected<T, Error>: C++20 has no std::expected.
+// Thrown by Result<T>::value() when the result holds an error: a program that
+// does not check a result fails with the error's own message ("what()" is
+// "cairn: <code name>: <message>"), not with std::bad_variant_access.
+class BadResultAccess : public std::logic_error {
+ public:
+  BadResultAccess(const Error& e) : std::logic_error(describe(e)), error_(e) {}  // NOLINT(google-explicit-constructor)
+  const Error& error() const noexcept { return error_; }
+
+ private:
+  static std::string describe(const Error& e) { return std::string("cairn: ") + errc_name(e.code) + ": " + e.message; }
+  Error error_;
+};
+
+// A minimal expected<T, Error>: C++20 has no std::expected. value() on an
+// error throws BadResultAccess carrying the error.
 template <class T>
 class [[nodiscard]] Result {
  public:
@@ -53,9 +68,18 @@ class [[nodiscard]] Result {
   bool ok() const noexcept { return v_.index() == 0; }
   explicit operator bool() const noexcept { return ok(); }
 
-  T& value() & { return std::get<0>(v_); }
-  const T& value() const& { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
+  T& value() & {
+    check();
+    return std::get<0>(v_);
+  }
+  const T& value() const& {
+    check();
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    check();
+    return std::get<0>(std::move(v_));
+  }
   T& operator*() & { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
@@ -64,6 +88,9 @@ class [[nodiscard]] Result {
   Error&& error() && { return std::get<1>(std::move(v_)); }
 
  private:
+  void check() const {
+    if (!ok()) throw BadResultAccess(std::get<1>(v_));
+  }
   std::variant<T, Error> v_;
 };
 
@@ -74,6 +101,11 @@ class [[nodiscard]] Result<void> {
   Result(Error error) : err_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
   bool ok() const noexcept { return err_.code == Errc::ok; }
   explicit operator bool() const noexcept { return ok(); }
+  // Throws BadResultAccess if the call failed: for code that treats any
+  // failure as fatal (examples, tests, tools).
+  void value() const {
+    if (!ok()) throw BadResultAccess(err_);
+  }
   const Error& error() const& { return err_; }
   Error&& error() && { return std::move(err_); }
 

@@ -5,14 +5,17 @@
 //   auto ctx = cairn::persist::Context::create({.strategy = "in-place"}).value();
 //   auto* u = ctx->dual_region("u", n * sizeof(double)).value();   // two versions
 //   auto* p = ctx->region("particles", bytes).value();               // one working copy
-//   ctx->register_pointer(&cells->head);                             // relocated on restore
-//   ctx->open();                                                     // storage attached
-//   if (ctx->committed_version()) ctx->restore();                    // resume
+//   ctx->open().value();                                             // storage attached, memory given
+//   ctx->register_pointer(&p->as<Cell>()->head).value();             // relocated on restore
+//   if (ctx->committed_version()) ctx->restore().value();            // resume
 //   for (;;) {
-//     ctx->begin();                     // iteration starts: dual roles switch
 //     step(u->read<double>(), u->write<double>(), p->data());
-//     ctx->commit();                    // durable and consistent
+//     ctx->commit().value();            // durable and consistent; u's roles switch
 //   }
+//
+// value() on a failed result throws cairn::BadResultAccess with the error's
+// message; check ok() and error() where a failure is not fatal. The
+// examples/step*.cpp programs are this tutorial, step by step.
 //
 // Strategies (chosen by name, $CAIRN_STRATEGY, or a config file):
 //   undo-log    libpmemobj transactions over a working set in NVM (seed 001 §3.2.1)
@@ -66,7 +69,9 @@ struct Options {
   bool flush = true;
   // Copy-based strategies: copy only pages written since the last commit.
   bool incremental = false;
-  // file: also write an HDF5 file per checkpoint (when built with HDF5).
+  // file: also write each version as <dir>/<name>.<version>.h5, one uint8
+  // dataset per region named after it (h5dump, h5py and ParaView read it).
+  // Restore reads the checkpoint, not this file. Other strategies refuse it.
   bool hdf5 = false;
 };
 

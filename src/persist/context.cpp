@@ -122,6 +122,11 @@ Result<std::unique_ptr<Context>> Context::create(Options options) {
     return make_error(Errc::invalid_argument, "state name '" + options.name + "' must be non-empty and contain no '/'");
   auto s = detail::make_strategy(options.strategy);
   if (!s.ok()) return std::move(s).error();
+  if (options.hdf5 && options.strategy != "file")
+    return make_error(Errc::invalid_argument,
+                      "Options::hdf5 (an HDF5 file per version) is written by the 'file' "
+                      "strategy only, not by '" +
+                          options.strategy + "'; choose strategy = file or unset hdf5");
   std::unique_ptr<Context> ctx(new Context());
   ctx->options_ = std::move(options);
   ctx->strategy_ = std::move(s.value());

@@ -53,7 +53,7 @@ const std::vector<Registration>& registry() {
        .make = make_file,
        .working_set = WorkingSet::dram,
        .restore_cost = RestoreCost::copy,
-       .storage = {".*.ckpt", ".*.ckpt.tmp"},
+       .storage = {".*.ckpt", ".*.ckpt.tmp", ".*.h5", ".*.h5.tmp"},
        .crash = CrashHarness::files,
        .bench = {.file_factor = 3,
                  .note = "checkpoint files (pwrite, fsync, rename): not charged by the emulated device"}},

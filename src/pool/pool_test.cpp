@@ -487,3 +487,29 @@ TEST(PoolCrash, SigkillAfterPublishKeepsData) {
 
 }  // namespace
 }  // namespace cairn::pool
+
+namespace cairn {
+namespace {
+
+// value() on a failed result names the failure instead of throwing
+// std::bad_variant_access: what() carries the code and the message.
+TEST(Result, ValueOnAnErrorThrowsTheErrorsMessage) {
+  Result<int> failed = make_error(Errc::not_found, "x.pool: no such file; create it first");
+  try {
+    (void)failed.value();
+    FAIL() << "value() of an error returned";
+  } catch (const BadResultAccess& e) {
+    EXPECT_EQ(e.error().code, Errc::not_found);
+    EXPECT_NE(std::string(e.what()).find("x.pool: no such file; create it first"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(errc_name(Errc::not_found)), std::string::npos) << e.what();
+  }
+  Result<void> void_failed = make_error(Errc::poisoned, "p.pool: poisoned");
+  EXPECT_THROW(void_failed.value(), BadResultAccess);
+  Result<int> fine = 3;
+  EXPECT_EQ(fine.value(), 3);
+  Result<void> void_fine;
+  EXPECT_NO_THROW(void_fine.value());
+}
+
+}  // namespace
+}  // namespace cairn

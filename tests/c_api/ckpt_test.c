@@ -689,6 +689,26 @@ static void test_strerror(void) {
   CHECK(CAIRN_E_LAYOUT_MISMATCH == -16 && CAIRN_E_NO_VERSION == -17 && CAIRN_E_UNSUPPORTED == -18);
 }
 
+static void test_hdf5_flag(void) {
+  g_test = "hdf5_flag";
+  cairn_ckpt* ck = NULL;
+  cairn_ckpt_region* a = NULL;
+  uint64_t v = 0;
+  CHECK_ERR(cairn_ckpt_create("nt-copy", "h5", g_dir, 0, CAIRN_CKPT_HDF5, &ck), CAIRN_E_INVALID_ARGUMENT,
+            "'file' strategy only");
+  REQUIRE_OK(cairn_ckpt_create("file", "h5", g_dir, 0, CAIRN_CKPT_HDF5, &ck));
+  REQUIRE_OK(cairn_ckpt_region_create(ck, "a", 4096, &a));
+  REQUIRE_OK(cairn_ckpt_open(ck));
+  fill(cairn_ckpt_region_data(a), 4096, 3);
+  REQUIRE_OK(cairn_ckpt_commit(ck, &v));
+  CHECK_EQ_U64(v, 1);
+  char path[600];
+  snprintf(path, sizeof path, "%s/h5.1.h5", g_dir);
+  struct stat st;
+  CHECK(stat(path, &st) == 0 && st.st_size > 4096); /* the region's 4096 bytes and HDF5's own metadata */
+  REQUIRE_OK(cairn_ckpt_delete(&ck));
+}
+
 int main(void) {
   make_scratch_dir();
   test_every_strategy();
@@ -699,6 +719,7 @@ int main(void) {
   test_seed_listing5();
   test_seed_table1();
   test_strerror();
+  test_hdf5_flag();
   remove_scratch_dir();
   if (g_failures != 0) {
     fprintf(stderr, "ckpt_test: %d of %d checks FAILED\n", g_failures, g_checks);

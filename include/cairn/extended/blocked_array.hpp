@@ -17,15 +17,15 @@
 //
 //   auto ctx = persist::Context::create({.strategy = "nt-copy"}).value();
 //   auto parts = BlockedArray<Particle>::create(*ctx, "particles", 10'000'000).value();
-//   ctx->open();
-//   parts.attach();                                   // after open, before commit/restore
-//   parts.register_pointers(&Particle::next);         // either this (few elements) ...
+//   ctx->open().value();
+//   parts.attach().value();                           // after open, before commit/restore
+//   parts.register_pointers(&Particle::next).value(); // either this (few elements) ...
 //   if (ctx->committed_version()) {
-//     ctx->restore();
-//     parts.relocate(&Particle::next);                // ... or this (any number), not both
+//     ctx->restore().value();
+//     parts.relocate(&Particle::next).value();        // ... or this (any number), not both
 //   }
-//   parts.push_back(p);                               // &parts[i] is stable
-//   ctx->commit();                                    // count, chunks and pointers persist
+//   parts.push_back(p).value();                       // &parts[i] is stable
+//   ctx->commit().value();                            // count, chunks and pointers persist
 //
 // Two ways to keep pointers between elements valid across a restore:
 //   register_pointers(&T::field)  registers the field of all max_size()

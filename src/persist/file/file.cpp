@@ -27,6 +27,8 @@
 //   3. delete checkpoints other than v and the previous one (kept as the
 //      fallback should v later turn out damaged: media errors, truncation by
 //      a full disk elsewhere, an operator's mistake).
+// With Options::hdf5 each version is also written as <name>.<v>.h5 before
+// step 1 (hdf5_export.cpp); its retention follows the checkpoints'.
 // Open: a checkpoint directory it creates is made durable (its parent is
 // fsynced); stale *.ckpt.tmp files (a crash in step 1) are removed; checkpoints
 // are checked newest first and the newest whose header, size and checksum
@@ -47,6 +49,7 @@
 #include <thread>
 
 #include "persist/copy_strategy.hpp"
+#include "persist/file/hdf5_export.hpp"
 #include "persist/strategy.hpp"
 #include "util/hash.hpp"
 #include "util/io.hpp"
@@ -188,6 +191,7 @@ class FileCheckpoint final : public Strategy {
 
  private:
   std::string path_of(std::uint64_t v) const { return dir_ + "/" + name_ + "." + std::to_string(v) + ".ckpt"; }
+  std::string hdf5_path_of(std::uint64_t v) const { return dir_ + "/" + name_ + "." + std::to_string(v) + ".h5"; }
   // Versions of <name>.<v>.ckpt files in the directory, newest first.
   std::vector<std::uint64_t> list_versions(bool remove_stale_tmp);
   // Reads and checks header and metadata of a checkpoint.
@@ -201,6 +205,7 @@ class FileCheckpoint final : public Strategy {
   std::string dir_, name_;
   int dir_fd_ = -1;
   unsigned threads_ = 0;
+  bool hdf5_ = false;
   std::optional<std::uint64_t> committed_;
   // Layout of the committed checkpoint, compared with the registered one at
   // restore and commit (pointers may be registered after open).
@@ -234,6 +239,9 @@ std::vector<std::uint64_t> FileCheckpoint::list_versions(bool remove_stale_tmp) 
     if (rest.size() > 9 && rest.compare(rest.size() - 9, 9, ".ckpt.tmp") == 0) {
       tmp = true;
       rest.resize(rest.size() - 9);
+    } else if (rest.size() > 7 && rest.compare(rest.size() - 7, 7, ".h5.tmp") == 0) {
+      tmp = true;
+      rest.resize(rest.size() - 7);
     } else if (rest.size() > 5 && rest.compare(rest.size() - 5, 5, ".ckpt") == 0) {
       rest.resize(rest.size() - 5);
     } else {
@@ -368,7 +376,8 @@ Result<void> FileCheckpoint::scan() {
 
 Result<void> FileCheckpoint::open(Layout& layout, const Options& options) {
   if (options.hdf5)
-    return make_error(Errc::unsupported, "this cairn was built without HDF5; unset Options::hdf5 (hdf5 = false)");
+    if (auto r = check_hdf5_names(layout); !r.ok()) return r;
+  hdf5_ = options.hdf5;
   dir_ = storage_dir(options);
   name_ = options.name;
   threads_ = options.threads;
@@ -435,7 +444,10 @@ Result<void> FileCheckpoint::commit(Layout& layout, std::uint64_t version) {
     std::memcpy(meta.data() + sizeof h + m.descs.size() * sizeof(RegionDesc), m.pointers.data(),
                 m.pointers.size() * sizeof(PointerRecord));
 
-  // 1. The whole checkpoint under a temporary name, durable.
+  // 1. The whole checkpoint under a temporary name, durable (and its HDF5
+  // copy, renamed into place already: without the checkpoint it is no version).
+  if (hdf5_)
+    if (auto r = write_hdf5(hdf5_path_of(version), name_, layout, version); !r.ok()) return r;
   const std::string final_path = path_of(version), tmp = final_path + ".tmp";
   std::uint64_t calls = 0;
   {
@@ -447,6 +459,7 @@ Result<void> FileCheckpoint::commit(Layout& layout, std::uint64_t version) {
     if (err == 0 && ::fsync(fd.fd) != 0) err = errno;
     if (err != 0) {
       ::unlink(tmp.c_str());
+      if (hdf5_) ::unlink(hdf5_path_of(version).c_str());
       return io_error(tmp, "writing the checkpoint", err);
     }
   }
@@ -462,6 +475,7 @@ Result<void> FileCheckpoint::commit(Layout& layout, std::uint64_t version) {
   if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
+    if (hdf5_) ::unlink(hdf5_path_of(version).c_str());
     return io_error(final_path, "renaming the new checkpoint into place", err);
   }
   if (::fsync(dir_fd_) != 0) {
@@ -487,7 +501,10 @@ Result<void> FileCheckpoint::commit(Layout& layout, std::uint64_t version) {
 
   // 3. Version v is durable: keep it and the previous one, nothing else.
   for (std::uint64_t v : list_versions(false))
-    if (v != version && (!previous || v != *previous)) ::unlink(path_of(v).c_str());
+    if (v != version && (!previous || v != *previous)) {
+      ::unlink(path_of(v).c_str());
+      ::unlink(hdf5_path_of(v).c_str());
+    }
   return {};
 }
 
