@@ -38,7 +38,9 @@ demo: release
 #     flusher, incremental commit's write tracking, every strategy with two
 #     threads, the apps' thread team, the crash harness's deferred points),
 #     about 4 minutes with its build. `make tsan && make test-tsan` runs all
-#     of it, the crash suites at 2*10^4 states.
+#     of it, the crash suites at 2*10^4 states (undo-log's crash suite, whose
+#     share sizes assume at least 10^5 states and whose libpmemobj is not
+#     instrumented, only in the release step above).
 CRASH_TESTS = crashsim_suite_test crashsim_fs_test crashsim_undo_log_test
 TSAN_SHARE_TARGETS = pool_test devices_test persist_in_place_test persist_incremental_test \
                      persist_conformance_test crashsim_harness_test sph_verify_test
@@ -55,7 +57,7 @@ test: debug
 	ctest --preset tsan -R $(TSAN_SHARE_TESTS) -E $(TSAN_SHARE_SKIP)
 
 test-tsan: tsan
-	CAIRN_CRASH_STATES=20000 ctest --preset tsan
+	CAIRN_CRASH_STATES=20000 ctest --preset tsan -E '^Crash/UndoLog\.'
 
 bench: release
 	build/release/tools/cairn/cairn bench device

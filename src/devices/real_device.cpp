@@ -15,6 +15,19 @@ namespace {
 // than it saves).
 constexpr std::size_t kNtThreshold = 256;
 
+// libpmem is not built with ThreadSanitizer, so TSan does not see the memory
+// its flushes read and its copies read and write; these tell it, so that a
+// flush of a range another thread is writing is reported as the race it is.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_read_range(const void* addr, unsigned long size);
+extern "C" void __tsan_write_range(void* addr, unsigned long size);
+void tsan_reads(const void* addr, std::size_t len) { __tsan_read_range(addr, len); }
+void tsan_writes(void* addr, std::size_t len) { __tsan_write_range(addr, len); }
+#else
+void tsan_reads(const void*, std::size_t) {}
+void tsan_writes(void*, std::size_t) {}
+#endif
+
 class RealDevice final : public Device {
  public:
   std::string name() const override { return "real"; }
@@ -41,6 +54,7 @@ class RealDevice final : public Device {
 
   static void flush_cpu(void* ctx, const void* addr, std::size_t len) {
     auto& d = self(ctx);
+    tsan_reads(addr, len);
     pmem_flush(addr, len);
     d.counters_.add(d.counters_.flush_calls, 1);
     d.counters_.add(d.counters_.lines_flushed, lines_spanned(addr, len));
@@ -52,6 +66,8 @@ class RealDevice final : public Device {
   }
   static void copy_cpu(void* ctx, void* dst, const void* src, std::size_t len) {
     auto& d = self(ctx);
+    tsan_reads(src, len);
+    tsan_writes(dst, len);
     if (len >= kNtThreshold) {
       pmem_memcpy(dst, src, len, PMEM_F_MEM_NONTEMPORAL | PMEM_F_MEM_NODRAIN);
       d.counters_.add(d.counters_.nt_bytes, len);
@@ -63,6 +79,7 @@ class RealDevice final : public Device {
   }
   static void fill_cpu(void* ctx, void* dst, int c, std::size_t len) {
     auto& d = self(ctx);
+    tsan_writes(dst, len);
     if (len >= kNtThreshold) {
       pmem_memset(dst, c, len, PMEM_F_MEM_NONTEMPORAL | PMEM_F_MEM_NODRAIN);
       d.counters_.add(d.counters_.nt_bytes, len);
@@ -77,6 +94,7 @@ class RealDevice final : public Device {
   // returns, so drain has nothing left to do.
   static void flush_msync(void* ctx, const void* addr, std::size_t len) {
     auto& d = self(ctx);
+    tsan_reads(addr, len);
     if (pmem_msync(addr, len) != 0) d.record_io_error(errno ? errno : EIO);
     d.counters_.add(d.counters_.flush_calls, 1);
     d.counters_.add(d.counters_.msyncs, 1);
