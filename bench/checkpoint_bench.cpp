@@ -23,11 +23,6 @@
 namespace cairn::bench {
 namespace {
 
-using ::cairn::bench::fmt;
-using ::cairn::bench::json_list;
-using ::cairn::bench::json_num;
-using ::cairn::bench::json_str;
-using ::cairn::bench::median;
 using Clock = std::chrono::steady_clock;
 
 constexpr double kRestoreGoal = 100.0;  // issue 5: in-place / shadow restore >= 100x faster than file

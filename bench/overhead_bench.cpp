@@ -14,11 +14,6 @@
 namespace cairn::bench {
 namespace {
 
-using ::cairn::bench::fmt;
-using ::cairn::bench::json_list;
-using ::cairn::bench::json_num;
-using ::cairn::bench::json_str;
-using ::cairn::bench::median;
 using Clock = std::chrono::steady_clock;
 
 constexpr double kMedianGoalPct = 2.0, kMaxGoalPct = 5.0, kRatioGoal = 10.0;

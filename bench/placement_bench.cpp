@@ -14,9 +14,6 @@
 namespace cairn::bench {
 namespace {
 
-using ::cairn::bench::fmt;
-using ::cairn::bench::json_list;
-using ::cairn::bench::json_str;
 using Clock = std::chrono::steady_clock;
 
 // Where the arrays of `app` live and what a commit does, for the table.

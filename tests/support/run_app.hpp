@@ -1,5 +1,5 @@
-// run_app.hpp — for tests that run a program end to end: run it with its
-// output captured, and read values of the flat JSON report (one key per line)
+// run_app.hpp — for tests that run a program end to end (an app, the cairn
+// tool): run it with its output captured, and read values of the flat JSON report (one key per line)
 // the apps write with --json.
 #pragma once
 
@@ -16,34 +16,56 @@ namespace cairn::testing {
 
 struct Outcome {
   int exit_code = -1;  // -1 when killed by a signal
-  int signal = 0;
-  std::string output;  // stdout and stderr
+  int signal = 0;      // the signal that killed it, 0 if it exited
+  std::string output;  // stdout and stderr together
+  bool exited() const { return signal == 0; }
 };
 
-// Runs `path` with `args`; stdout and stderr go to <dir>/run.log and are returned.
-inline Outcome run_app(const std::string& path, std::vector<std::string> args, const std::string& dir) {
-  const std::string log = dir + "/run.log";
-  args.insert(args.begin(), path);
+// Runs `path` with `args`, as user `uid` if not negative, and returns its
+// exit status and its output (stdout and stderr through one pipe).
+inline Outcome run_program(const std::string& path, const std::vector<std::string>& args, int uid = -1) {
+  std::vector<std::string> words{path};
+  words.insert(words.end(), args.begin(), args.end());
   std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
+  for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
+  Outcome o;
+  int fds[2];
+  if (::pipe(fds) != 0) return o;
   const pid_t pid = ::fork();
   if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    if (uid >= 0) {
+      // Open the binary before dropping privileges: the build tree may sit
+      // in a directory the other user cannot traverse.
+      const int exe = ::open(argv[0], O_RDONLY | O_CLOEXEC);
+      if (exe < 0 || ::setuid(static_cast<uid_t>(uid)) != 0) ::_exit(120);
+      ::fexecve(exe, argv.data(), environ);
+      ::_exit(127);
+    }
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
+  ::close(fds[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) o.output.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  Outcome o;
   if (WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  o.output = ss.str();
+  return o;
+}
+
+// run_program, with the output also kept in <dir>/run.log for a failing
+// test's reader.
+inline Outcome run_app(const std::string& path, const std::vector<std::string>& args, const std::string& dir) {
+  Outcome o = run_program(path, args);
+  std::ofstream(dir + "/run.log") << o.output;
   return o;
 }
 

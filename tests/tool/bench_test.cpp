@@ -13,42 +13,14 @@
 #include <vector>
 
 #include "cairn/persist.hpp"
+#include "tests/support/run_app.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace cairn {
 namespace {
 
-struct ToolRun {
-  int code = -1;  // exit status, or minus the signal that killed it
-  std::string out;
-};
-
-ToolRun cairn_tool(const std::vector<std::string>& args) {
-  int fds[2];
-  ToolRun r;
-  if (pipe(fds) != 0) return r;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    close(fds[0]);
-    close(fds[1]);
-    static char tool[] = CAIRN_TOOL_PATH;
-    std::vector<char*> argv{tool};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(tool, argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) r.out.append(buf, static_cast<std::size_t>(n));
-  close(fds[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
-  return r;
+testing::Outcome cairn_tool(const std::vector<std::string>& args) {
+  return testing::run_program(CAIRN_TOOL_PATH, args);
 }
 
 // The value of "key": in one JSON line: a string without its quotes, or a number's text.
@@ -69,11 +41,11 @@ TEST(BenchStrategies, RunsEndToEndAtATinySize) {
   testing::TempDir dir;
   const std::string json = dir.file("out.json");
   const std::string pools = dir.file("pools");
-  const ToolRun r =
+  const testing::Outcome r =
       cairn_tool({"bench", "strategies", "--size", "4M", "--repeats", "1", "--json", json, "--dir", pools, "--quiet"});
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("| profile | strategy | commit ms |"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("Goals: "), std::string::npos) << r.out;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("| profile | strategy | commit ms |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Goals: "), std::string::npos) << r.output;
 
   std::ifstream in(json);
   ASSERT_TRUE(in) << json;
@@ -116,16 +88,16 @@ TEST(BenchStrategies, RunsEndToEndAtATinySize) {
 
 TEST(BenchStrategies, BadOptionsAreCleanErrors) {
   testing::TempDir dir;
-  const ToolRun size = cairn_tool({"bench", "strategies", "--size", "12X", "--dir", dir.path()});
-  EXPECT_EQ(size.code, 2) << size.out;
-  EXPECT_NE(size.out.find("is not a size"), std::string::npos) << size.out;
-  const ToolRun strategy = cairn_tool({"bench", "strategies", "--strategies", "nope", "--dir", dir.path()});
-  EXPECT_EQ(strategy.code, 2) << strategy.out;
-  EXPECT_NE(strategy.out.find("unknown strategy 'nope'"), std::string::npos) << strategy.out;
-  const ToolRun profile = cairn_tool({"bench", "strategies", "--profiles", "warp-drive", "--dir", dir.path()});
-  EXPECT_EQ(profile.code, 2) << profile.out;
-  const ToolRun bare = cairn_tool({"bench"});
-  EXPECT_NE(bare.code, 0) << bare.out;
+  const testing::Outcome size = cairn_tool({"bench", "strategies", "--size", "12X", "--dir", dir.path()});
+  EXPECT_EQ(size.exit_code, 2) << size.output;
+  EXPECT_NE(size.output.find("is not a size"), std::string::npos) << size.output;
+  const testing::Outcome strategy = cairn_tool({"bench", "strategies", "--strategies", "nope", "--dir", dir.path()});
+  EXPECT_EQ(strategy.exit_code, 2) << strategy.output;
+  EXPECT_NE(strategy.output.find("unknown strategy 'nope'"), std::string::npos) << strategy.output;
+  const testing::Outcome profile = cairn_tool({"bench", "strategies", "--profiles", "warp-drive", "--dir", dir.path()});
+  EXPECT_EQ(profile.exit_code, 2) << profile.output;
+  const testing::Outcome bare = cairn_tool({"bench"});
+  EXPECT_NE(bare.exit_code, 0) << bare.output;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cairn/extended/pool.hpp"
+#include "tests/support/run_app.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace cairn {
@@ -25,54 +26,16 @@ using pool::kRootTable1;
 using pool::kSelectorOffset;
 using testing::TempDir;
 
-struct ToolRun {
-  bool exited = false;  // false: killed by a signal (a crash)
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using testing::Outcome;
 
 // Runs the tool with `args`; as user `uid` if not negative.
-ToolRun cairn_tool(const std::vector<std::string>& args, int uid = -1) {
-  int fds[2];
-  ToolRun r;
-  if (pipe(fds) != 0) return r;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    close(fds[0]);
-    close(fds[1]);
-    static char tool[] = CAIRN_TOOL_PATH;
-    std::vector<char*> argv;
-    argv.push_back(tool);
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    if (uid >= 0) {
-      // Open the binary before dropping privileges: the build tree may sit
-      // in a directory the other user cannot traverse.
-      const int exe = ::open(tool, O_RDONLY | O_CLOEXEC);
-      if (exe < 0 || setuid(static_cast<uid_t>(uid)) != 0) _exit(120);
-      fexecve(exe, argv.data(), environ);
-      _exit(127);
-    }
-    execv(tool, argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) r.out.append(buf, static_cast<std::size_t>(n));
-  close(fds[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  r.exited = WIFEXITED(st);
-  r.code = r.exited ? WEXITSTATUS(st) : -WTERMSIG(st);
-  return r;
+Outcome cairn_tool(const std::vector<std::string>& args, int uid = -1) {
+  return testing::run_program(CAIRN_TOOL_PATH, args, uid);
 }
 
-bool has(const ToolRun& r, const std::string& needle) { return r.out.find(needle) != std::string::npos; }
+bool has(const Outcome& r, const std::string& needle) { return r.output.find(needle) != std::string::npos; }
 
-#define EXPECT_OUT(run, needle) EXPECT_TRUE(has(run, needle)) << "missing \"" << (needle) << "\" in:\n" << (run).out
+#define EXPECT_OUT(run, needle) EXPECT_TRUE(has(run, needle)) << "missing \"" << (needle) << "\" in:\n" << (run).output
 
 void poke(const std::string& path, std::size_t off, const void* data, std::size_t n) {
   const int fd = ::open(path.c_str(), O_WRONLY);
@@ -88,8 +51,8 @@ void damage(const std::string& path, std::size_t off) {
 
 std::string make_pool(const TempDir& dir, const std::string& name, const std::string& size = "2M") {
   const std::string path = dir.file(name);
-  const ToolRun r = cairn_tool({"pool", "create", path, "--size", size});
-  EXPECT_EQ(r.code, 0) << r.out;
+  const Outcome r = cairn_tool({"pool", "create", path, "--size", size});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   return path;
 }
 
@@ -104,8 +67,8 @@ std::uint64_t selector_of(const std::string& path) {
 TEST(ToolPool, CreateThenInfo) {
   TempDir dir;
   const std::string path = dir.file("a.pool");
-  const ToolRun c = cairn_tool({"pool", "create", path, "--size", "4M", "--flush", "cpu"});
-  ASSERT_EQ(c.code, 0) << c.out;
+  const Outcome c = cairn_tool({"pool", "create", path, "--size", "4M", "--flush", "cpu"});
+  ASSERT_EQ(c.exit_code, 0) << c.output;
   EXPECT_OUT(c, "created " + path);
   EXPECT_OUT(c, "4194304 bytes");
   EXPECT_EQ(std::filesystem::file_size(path), 4u << 20);
@@ -121,8 +84,8 @@ TEST(ToolPool, CreateThenInfo) {
     ASSERT_TRUE(p.value()->publish_root(15, off, 7).ok());
   }
 
-  const ToolRun i = cairn_tool({"pool", "info", path});
-  ASSERT_EQ(i.code, 0) << i.out;
+  const Outcome i = cairn_tool({"pool", "info", path});
+  ASSERT_EQ(i.exit_code, 0) << i.output;
   EXPECT_OUT(i, "0x4c4f4f504e524941 \"AIRNPOOL\"");
   EXPECT_OUT(i, "layout version   1");
   EXPECT_OUT(i, "size             4194304 bytes (4 MiB)");
@@ -133,13 +96,13 @@ TEST(ToolPool, CreateThenInfo) {
   EXPECT_OUT(i, "generation 3");
   EXPECT_OUT(i, "slot 3: offset " + std::to_string(off) + ", version 42");
   EXPECT_OUT(i, "slot 15: offset " + std::to_string(off) + ", version 7");
-  EXPECT_FALSE(has(i, "slot 0:")) << i.out;
+  EXPECT_FALSE(has(i, "slot 0:")) << i.output;
   EXPECT_OUT(i, "real pmem        no");  // tmpfs or a disk file in tests
   EXPECT_OUT(i, "header copies    0 ok, 1 ok");
 
-  const ToolRun j = cairn_tool({"pool", "info", path, "--json"});
-  ASSERT_EQ(j.code, 0) << j.out;
-  EXPECT_EQ(j.out.front(), '{');
+  const Outcome j = cairn_tool({"pool", "info", path, "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  EXPECT_EQ(j.output.front(), '{');
   EXPECT_OUT(j, "\"pool_size\": 4194304,");
   EXPECT_OUT(j, "\"layout_version\": 1,");
   EXPECT_OUT(j, "\"block_size\": 4096,");
@@ -152,17 +115,17 @@ TEST(ToolPool, CreateThenInfo) {
 
 TEST(ToolPool, CreateOptions) {
   TempDir dir;
-  const ToolRun a = cairn_tool({"pool", "create", dir.file("b"), "--size", "3m", "--block-size", "64K"});
-  ASSERT_EQ(a.code, 0) << a.out;
+  const Outcome a = cairn_tool({"pool", "create", dir.file("b"), "--size", "3m", "--block-size", "64K"});
+  ASSERT_EQ(a.exit_code, 0) << a.output;
   EXPECT_EQ(std::filesystem::file_size(dir.file("b")), 3u << 20);
-  const ToolRun i = cairn_tool({"pool", "info", dir.file("b")});
+  const Outcome i = cairn_tool({"pool", "info", dir.file("b")});
   EXPECT_OUT(i, "blocks of 65536 bytes");
-  const ToolRun m = cairn_tool({"pool", "create", dir.file("m"), "--size", "1048576", "--flush", "msync"});
-  ASSERT_EQ(m.code, 0) << m.out;
+  const Outcome m = cairn_tool({"pool", "create", dir.file("m"), "--size", "1048576", "--flush", "msync"});
+  ASSERT_EQ(m.exit_code, 0) << m.output;
   EXPECT_OUT(m, "flush mode msync");
   // Never overwrites.
-  const ToolRun again = cairn_tool({"pool", "create", dir.file("b"), "--size", "2M"});
-  EXPECT_EQ(again.code, 1) << again.out;
+  const Outcome again = cairn_tool({"pool", "create", dir.file("b"), "--size", "2M"});
+  EXPECT_EQ(again.exit_code, 1) << again.output;
   EXPECT_OUT(again, "already exists");
   EXPECT_EQ(std::filesystem::file_size(dir.file("b")), 3u << 20);
 }
@@ -171,34 +134,34 @@ TEST(ToolPool, BadSizesAreCleanErrors) {
   TempDir dir;
   const std::string path = dir.file("x");
   for (const char* size : {"abc", "0", "12Q", "1.5G", "99999999999999999999", "20000000000T", "K", ""}) {
-    const ToolRun r = cairn_tool({"pool", "create", path, "--size", size});
-    EXPECT_TRUE(r.exited) << size;
-    EXPECT_EQ(r.code, 2) << size << ": " << r.out;
+    const Outcome r = cairn_tool({"pool", "create", path, "--size", size});
+    EXPECT_TRUE(r.exited()) << size;
+    EXPECT_EQ(r.exit_code, 2) << size << ": " << r.output;
     EXPECT_OUT(r, "--size");
     EXPECT_FALSE(std::filesystem::exists(path)) << size;
   }
-  const ToolRun small = cairn_tool({"pool", "create", path, "--size", "4K"});
-  EXPECT_EQ(small.code, 2) << small.out;
+  const Outcome small = cairn_tool({"pool", "create", path, "--size", "4K"});
+  EXPECT_EQ(small.exit_code, 2) << small.output;
   EXPECT_OUT(small, "below the minimum");
-  const ToolRun block = cairn_tool({"pool", "create", path, "--size", "2M", "--block-size", "1000"});
-  EXPECT_EQ(block.code, 2) << block.out;
+  const Outcome block = cairn_tool({"pool", "create", path, "--size", "2M", "--block-size", "1000"});
+  EXPECT_EQ(block.exit_code, 2) << block.output;
   EXPECT_OUT(block, "power of two");
-  const ToolRun flush = cairn_tool({"pool", "create", path, "--size", "2M", "--flush", "sometimes"});
-  EXPECT_EQ(flush.code, 2) << flush.out;
+  const Outcome flush = cairn_tool({"pool", "create", path, "--size", "2M", "--flush", "sometimes"});
+  EXPECT_EQ(flush.exit_code, 2) << flush.output;
   EXPECT_OUT(flush, "sometimes");
-  const ToolRun negative = cairn_tool({"pool", "create", path, "--size=-5"});
-  EXPECT_TRUE(negative.exited);
-  EXPECT_NE(negative.code, 0) << negative.out;
+  const Outcome negative = cairn_tool({"pool", "create", path, "--size=-5"});
+  EXPECT_TRUE(negative.exited());
+  EXPECT_NE(negative.exit_code, 0) << negative.output;
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 TEST(ToolCheck, CleanPoolIsZero) {
   TempDir dir;
   const std::string path = make_pool(dir, "p");
-  const ToolRun r = cairn_tool({"pool", "check", path});
-  EXPECT_EQ(r.code, 0) << r.out;
+  const Outcome r = cairn_tool({"pool", "check", path});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_OUT(r, "ok: both header copies and both root tables are valid");
-  EXPECT_FALSE(has(r, "problem")) << r.out;
+  EXPECT_FALSE(has(r, "problem")) << r.output;
 }
 
 TEST(ToolCheck, OneDamagedHeaderCopyIsNamed) {
@@ -206,13 +169,13 @@ TEST(ToolCheck, OneDamagedHeaderCopyIsNamed) {
     TempDir dir;
     const std::string path = make_pool(dir, "p");
     damage(path, (copy == 0 ? kHeaderCopy0 : kHeaderCopy1) + offsetof(pool::PoolHeader, pool_size));
-    const ToolRun r = cairn_tool({"pool", "check", path});
-    EXPECT_EQ(r.code, 1) << r.out;
+    const Outcome r = cairn_tool({"pool", "check", path});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_OUT(r, "problem: header copy " + std::to_string(copy) + " is damaged (checksum mismatch)");
     EXPECT_OUT(r, "1 problem found; the pool still opens");
     // info still works and says so too.
-    const ToolRun i = cairn_tool({"pool", "info", path});
-    EXPECT_EQ(i.code, 0) << i.out;
+    const Outcome i = cairn_tool({"pool", "info", path});
+    EXPECT_EQ(i.exit_code, 0) << i.output;
     EXPECT_OUT(i, "DAMAGED");
   }
 }
@@ -222,13 +185,13 @@ TEST(ToolCheck, BothHeaderCopiesDamagedIsProblemsFound) {
   const std::string path = make_pool(dir, "p");
   damage(path, kHeaderCopy0 + 40);
   damage(path, kHeaderCopy1 + 40);
-  const ToolRun r = cairn_tool({"pool", "check", path});
-  EXPECT_EQ(r.code, 1) << r.out;
+  const Outcome r = cairn_tool({"pool", "check", path});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_OUT(r, "header copy 0 is damaged");
   EXPECT_OUT(r, "header copy 1 is damaged");
   EXPECT_OUT(r, "cannot be opened");
-  const ToolRun i = cairn_tool({"pool", "info", path});
-  EXPECT_EQ(i.code, 2) << i.out;
+  const Outcome i = cairn_tool({"pool", "info", path});
+  EXPECT_EQ(i.exit_code, 2) << i.output;
   EXPECT_OUT(i, "both copies");
 }
 
@@ -240,8 +203,8 @@ TEST(ToolCheck, EveryProblemIsReported) {
   damage(path, kHeaderCopy1);  // the magic itself
   ASSERT_EQ(selector_of(path), 0u);
   damage(path, kRootTable0 + 24);
-  const ToolRun r = cairn_tool({"pool", "check", path});
-  EXPECT_EQ(r.code, 1) << r.out;
+  const Outcome r = cairn_tool({"pool", "check", path});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_OUT(r, "header copy 0 is damaged (checksum mismatch)");
   EXPECT_OUT(r, "header copy 1 is damaged (bad magic");
   EXPECT_OUT(r, "root table 0 fails its checksum");
@@ -258,14 +221,14 @@ TEST(ToolCheck, DamagedRootTables) {
   }
   ASSERT_EQ(selector_of(path), 1u);
   damage(path, kRootTable0 + 40);  // the older table
-  ToolRun r = cairn_tool({"pool", "check", path});
-  EXPECT_EQ(r.code, 1) << r.out;
+  Outcome r = cairn_tool({"pool", "check", path});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_OUT(r, "root table 0 fails its checksum");
   EXPECT_OUT(r, "the pool still opens");
 
   damage(path, kRootTable1 + 40);  // now the live one too
   r = cairn_tool({"pool", "check", path});
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_OUT(r, "root table 0 fails its checksum");
   EXPECT_OUT(r, "root table 1 fails its checksum (it is the one the selector names)");
   EXPECT_OUT(r, "cannot be opened");
@@ -276,8 +239,8 @@ TEST(ToolCheck, DamagedLiveRootTableFallsBack) {
   const std::string path = make_pool(dir, "p");
   ASSERT_EQ(selector_of(path), 0u);
   damage(path, kRootTable0 + 40);
-  const ToolRun r = cairn_tool({"pool", "check", path});
-  EXPECT_EQ(r.code, 1) << r.out;
+  const Outcome r = cairn_tool({"pool", "check", path});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_OUT(r, "root table 0 named by the selector is damaged");
 }
 
@@ -286,8 +249,8 @@ TEST(ToolCheck, BadSelectorAndRootOutsideArena) {
   const std::string path = make_pool(dir, "p");
   const std::uint64_t seven = 7;
   poke(path, kSelectorOffset, &seven, sizeof seven);
-  ToolRun r = cairn_tool({"pool", "check", path});
-  EXPECT_EQ(r.code, 1) << r.out;
+  Outcome r = cairn_tool({"pool", "check", path});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_OUT(r, "selector holds 7");
 
   // A well-formed table (valid checksum) whose root points into the header.
@@ -299,7 +262,7 @@ TEST(ToolCheck, BadSelectorAndRootOutsideArena) {
   t.checksum = pool::checksum64(&t, offsetof(pool::RootTable, checksum));
   poke(path, kRootTable0, &t, sizeof t);
   r = cairn_tool({"pool", "check", path});
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_OUT(r, "root slot 2 holds offset 100, outside the arena");
 }
 
@@ -307,24 +270,24 @@ TEST(ToolCheck, TruncatedPoolIsProblemsFound) {
   TempDir dir;
   const std::string path = make_pool(dir, "p", "4M");
   ASSERT_EQ(::truncate(path.c_str(), 1u << 20), 0);
-  ToolRun r = cairn_tool({"pool", "check", path});
-  EXPECT_EQ(r.code, 1) << r.out;
+  Outcome r = cairn_tool({"pool", "check", path});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_OUT(r, "truncated");
   EXPECT_OUT(r, "4194304");
   ASSERT_EQ(::truncate(path.c_str(), 100), 0);  // the magic survives
   r = cairn_tool({"pool", "check", path});
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_OUT(r, "the file ends at 100 bytes");
 }
 
 TEST(ToolCheck, CannotReadIsTwo) {
   TempDir dir;
-  const ToolRun missing = cairn_tool({"pool", "check", dir.file("nope")});
-  EXPECT_EQ(missing.code, 2) << missing.out;
+  const Outcome missing = cairn_tool({"pool", "check", dir.file("nope")});
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_OUT(missing, dir.file("nope") + ": no such file");
 
-  const ToolRun directory = cairn_tool({"pool", "check", dir.path()});
-  EXPECT_EQ(directory.code, 2) << directory.out;
+  const Outcome directory = cairn_tool({"pool", "check", dir.path()});
+  EXPECT_EQ(directory.exit_code, 2) << directory.output;
   EXPECT_OUT(directory, "is a directory");
 
   const std::string random = dir.file("random");
@@ -338,18 +301,18 @@ TEST(ToolCheck, CannotReadIsTwo) {
       out.write(reinterpret_cast<const char*>(&x), sizeof x);
     }
   }
-  const ToolRun rnd = cairn_tool({"pool", "check", random});
-  EXPECT_EQ(rnd.code, 2) << rnd.out;
+  const Outcome rnd = cairn_tool({"pool", "check", random});
+  EXPECT_EQ(rnd.exit_code, 2) << rnd.output;
   EXPECT_OUT(rnd, "not a cairn pool");
 
   { std::ofstream(dir.file("short")) << "hello"; }
-  const ToolRun shrt = cairn_tool({"pool", "check", dir.file("short")});
-  EXPECT_EQ(shrt.code, 2) << shrt.out;
+  const Outcome shrt = cairn_tool({"pool", "check", dir.file("short")});
+  EXPECT_EQ(shrt.exit_code, 2) << shrt.output;
   EXPECT_OUT(shrt, "not a cairn pool");
 
   { std::ofstream(dir.file("empty")); }
-  const ToolRun empty = cairn_tool({"pool", "check", dir.file("empty")});
-  EXPECT_EQ(empty.code, 2) << empty.out;
+  const Outcome empty = cairn_tool({"pool", "check", dir.file("empty")});
+  EXPECT_EQ(empty.exit_code, 2) << empty.output;
   EXPECT_OUT(empty, "empty");
 
   // Another layout version: a valid header this cairn cannot read.
@@ -363,23 +326,23 @@ TEST(ToolCheck, CannotReadIsTwo) {
   h.checksum = pool::checksum64(&h, offsetof(pool::PoolHeader, checksum));
   poke(path, kHeaderCopy0, &h, sizeof h);
   poke(path, kHeaderCopy1, &h, sizeof h);
-  const ToolRun v2 = cairn_tool({"pool", "check", path});
-  EXPECT_EQ(v2.code, 2) << v2.out;
+  const Outcome v2 = cairn_tool({"pool", "check", path});
+  EXPECT_EQ(v2.exit_code, 2) << v2.output;
   EXPECT_OUT(v2, "layout version 2");
 
   // A FIFO would block an open(); a character device has no size.
   ASSERT_EQ(mkfifo(dir.file("fifo").c_str(), 0600), 0);
   for (const std::string& p : {dir.file("fifo"), std::string("/dev/null")}) {
-    const ToolRun f = cairn_tool({"pool", "check", p});
-    EXPECT_EQ(f.code, 2) << p << ": " << f.out;
+    const Outcome f = cairn_tool({"pool", "check", p});
+    EXPECT_EQ(f.exit_code, 2) << p << ": " << f.output;
     EXPECT_OUT(f, "not a regular file");
   }
 
   // info on what it cannot read: 2, no crash.
   for (const std::string& p : {dir.file("nope"), random, dir.file("short"), dir.path(), dir.file("fifo")}) {
-    const ToolRun i = cairn_tool({"pool", "info", p});
-    EXPECT_TRUE(i.exited) << p;
-    EXPECT_EQ(i.code, 2) << p << ": " << i.out;
+    const Outcome i = cairn_tool({"pool", "info", p});
+    EXPECT_TRUE(i.exited()) << p;
+    EXPECT_EQ(i.exit_code, 2) << p << ": " << i.output;
   }
 }
 
@@ -391,29 +354,29 @@ TEST(ToolCheck, PermissionDeniedIsTwo) {
   // Root reads anything: run the tool as nobody then.
   const int uid = geteuid() == 0 ? 65534 : -1;
   if (uid < 0) ::chmod(path.c_str(), 0000);
-  const ToolRun r = cairn_tool({"pool", "check", path}, uid);
-  EXPECT_EQ(r.code, 2) << r.out;
+  const Outcome r = cairn_tool({"pool", "check", path}, uid);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_OUT(r, "permission denied");
 }
 
 TEST(ToolHelp, EveryCommandHasHelpAndUsageErrorsDoNotCrash) {
   for (const char* cmd : {"create", "info", "check"}) {
-    const ToolRun h = cairn_tool({"pool", cmd, "--help"});
-    EXPECT_EQ(h.code, 0) << cmd << ": " << h.out;
+    const Outcome h = cairn_tool({"pool", cmd, "--help"});
+    EXPECT_EQ(h.exit_code, 0) << cmd << ": " << h.output;
     EXPECT_OUT(h, "Exit status");
-    const ToolRun none = cairn_tool({"pool", cmd});  // PATH missing
-    EXPECT_TRUE(none.exited) << cmd;
-    EXPECT_NE(none.code, 0) << cmd;
+    const Outcome none = cairn_tool({"pool", cmd});  // PATH missing
+    EXPECT_TRUE(none.exited()) << cmd;
+    EXPECT_NE(none.exit_code, 0) << cmd;
     EXPECT_OUT(none, "path is required");
   }
-  const ToolRun check_help = cairn_tool({"pool", "check", "--help"});
+  const Outcome check_help = cairn_tool({"pool", "check", "--help"});
   EXPECT_OUT(check_help, "cairn magic");
-  const ToolRun bare = cairn_tool({"pool"});
-  EXPECT_TRUE(bare.exited);
-  EXPECT_NE(bare.code, 0);
-  const ToolRun unknown = cairn_tool({"pool", "frobnicate"});
-  EXPECT_TRUE(unknown.exited);
-  EXPECT_NE(unknown.code, 0);
+  const Outcome bare = cairn_tool({"pool"});
+  EXPECT_TRUE(bare.exited());
+  EXPECT_NE(bare.exit_code, 0);
+  const Outcome unknown = cairn_tool({"pool", "frobnicate"});
+  EXPECT_TRUE(unknown.exited());
+  EXPECT_NE(unknown.exit_code, 0);
 }
 
 }  // namespace

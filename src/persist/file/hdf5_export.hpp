@@ -16,7 +16,6 @@ Result<void> check_hdf5_names(const Layout& layout);
 // Writes the latest version of every region into `path` (through path.tmp,
 // fsynced, renamed); the directory's fsync is the caller's. Errc::io_error if
 // the HDF5 library fails, the errno's code if the fsync or rename does.
-Result<void> write_hdf5(const std::string& path, const std::string& state, const Layout& layout,
-                        std::uint64_t version);
+Result<void> write_hdf5(const std::string& path, const std::string& state, const Layout& layout, std::uint64_t version);
 
 }  // namespace cairn::persist::detail
