@@ -361,7 +361,8 @@ int cairn_ckpt_region_create(cairn_ckpt* ckpt, const char* name, size_t bytes, c
  * `out` may be NULL. */
 int cairn_ckpt_register_region(cairn_ckpt* ckpt, const char* name, void* base, size_t bytes, cairn_ckpt_region** out);
 /* The region's memory (NULL before open for cairn-provided regions, and for a
- * NULL handle); valid until the next restore. And its size. */
+ * NULL handle); it stays at that address until the handle is deleted. And
+ * its size. */
 void* cairn_ckpt_region_data(const cairn_ckpt_region* region);
 size_t cairn_ckpt_region_bytes(const cairn_ckpt_region* region);
 

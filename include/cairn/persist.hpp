@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -99,7 +100,8 @@ struct Stats {
   std::uint64_t incremental_bytes_saved = 0;
 };
 
-// A region with one working copy. data() is valid until the next restore().
+// A region with one working copy. Its memory exists from open() on (data()
+// is null before) and stays where it is until the Context is destroyed.
 class Region {
  public:
   const std::string& name() const { return name_; }
@@ -108,6 +110,14 @@ class Region {
   template <class T>
   T* as() const {
     return static_cast<T*>(data_);
+  }
+  // The region as an array of T (bytes() / sizeof(T) elements), after open():
+  //   auto* r = ctx->region("u", n * sizeof(double)).value();
+  //   ctx->open().value();
+  //   std::span<double> u = r->span<double>();
+  template <class T>
+  std::span<T> span() const {
+    return {as<T>(), bytes_ / sizeof(T)};
   }
 
  private:

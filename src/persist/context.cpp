@@ -152,7 +152,8 @@ Result<Region*> Context::register_region(const std::string& name, void* base, st
     return make_error(Errc::invalid_argument,
                       "strategy '" + options_.strategy +
                           "' keeps its working set in NVM, so it cannot adopt memory "
-                          "the application allocated: get the memory from Context::region() instead");
+                          "the application allocated: get the memory from Context::region() instead "
+                          "(Region::span<T>() after open() gives it as an array)");
   if (base == nullptr) return make_error(Errc::invalid_argument, "region '" + name + "' has a null base address");
   auto* b = static_cast<std::byte*>(base);
   for (const auto& e : layout_->entries) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <span>
 #include <vector>
 
 #include "cairn/extended/device.hpp"
@@ -85,10 +86,19 @@ TEST_P(Conformance, CommitRestoreRoundTripAcrossContexts) {
   auto* b = ctx->dual_region("b", kB).value();
   ASSERT_TRUE(ctx->open().ok());
   ASSERT_EQ(ctx->committed_version(), std::optional<std::uint64_t>(3));
+  void* const a_at_open = a->data();
+  void* const b_at_open[2] = {b->read(), b->write()};
   auto r = ctx->restore();
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r.value(), 3u);
   EXPECT_TRUE(matches(a->data(), kA, 3));
+  // Region memory stays where open() put it (Region's promise).
+  EXPECT_EQ(a->data(), a_at_open);
+  EXPECT_TRUE((b->read() == b_at_open[0] && b->write() == b_at_open[1]) ||
+              (b->read() == b_at_open[1] && b->write() == b_at_open[0]));
+  const std::span<const std::uint64_t> words = a->span<const std::uint64_t>();
+  EXPECT_EQ(words.data(), a->data());
+  EXPECT_EQ(words.size(), kA / sizeof(std::uint64_t));
   EXPECT_TRUE(matches(b->read(), kB, 103));
   // Versions continue after a restore.
   fill(b->write(), kB, 4 + 100);
