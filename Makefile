@@ -31,8 +31,8 @@ demo: release
 #     its states costs two libpmemobj opens, ~0.3 s under the sanitizers);
 #  2. the full crash suites in a release build, where the harness is about
 #     ten times faster: 10^6 states over the reference structure and the pool
-#     protocol, 10^5 per pool strategy, 10^5 file-system states for `file`
-#     and for undo-log;
+#     protocol, 10^5 per pool strategy, 10^5 file-system states for `file`,
+#     5*10^4 libpmemobj states for undo-log;
 #  3. a ThreadSanitizer share: the tests of the code that runs threads (the
 #     worker pool behind the multi-threaded primitives, in-place's helper
 #     flusher, incremental commit's write tracking, every strategy with two
