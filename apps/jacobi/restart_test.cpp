@@ -84,18 +84,14 @@ class JacobiRestart : public ::testing::TestWithParam<Param> {};
 TEST_P(JacobiRestart, CrashAndResumeIsBitIdentical) {
   const auto& [kernel, strategy] = GetParam();
   const Case& c = kernel == "stream" ? kStream : kSharpen;
-  const auto seed = static_cast<std::uint32_t>(std::hash<std::string>{}(kernel + "/" + strategy) & 0xffffffffu);
-  check_restart(c, strategy, 1, seed);
+  check_restart(c, strategy, 1, cairn::testing::restart_seed(kernel, strategy));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStrategies, JacobiRestart,
                          ::testing::Combine(::testing::Values("stream", "sharpen"),
                                             ::testing::ValuesIn(cairn::persist::strategy_names())),
                          [](const auto& p) {
-                           std::string s = std::get<0>(p.param) + "_" + std::get<1>(p.param);
-                           for (char& ch : s)
-                             if (ch == '-') ch = '_';
-                           return s;
+                           return cairn::testing::restart_test_name(std::get<0>(p.param), std::get<1>(p.param));
                          });
 
 // Periods longer than one iteration: odd and even K exercise both parities of

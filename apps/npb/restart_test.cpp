@@ -73,24 +73,19 @@ void check_restart(const App& app, const std::string& strategy, std::uint64_t ev
   EXPECT_EQ(json_value(json, "iterations"), std::to_string(app.iterations));
 }
 
-std::uint32_t seed_of(const std::string& s) { return static_cast<std::uint32_t>(std::hash<std::string>{}(s)); }
-
 using Param = std::tuple<std::string, std::string>;  // app, strategy
 class NpbRestart : public ::testing::TestWithParam<Param> {};
 
 TEST_P(NpbRestart, CrashAndResumeIsBitIdentical) {
   const auto& [app, strategy] = GetParam();
-  check_restart(app == "cg" ? kCg : kMg, strategy, 1, seed_of(app + "/" + strategy));
+  check_restart(app == "cg" ? kCg : kMg, strategy, 1, cairn::testing::restart_seed(app, strategy));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStrategies, NpbRestart,
                          ::testing::Combine(::testing::Values("cg", "mg"),
                                             ::testing::ValuesIn(cairn::persist::strategy_names())),
                          [](const auto& p) {
-                           std::string s = std::get<0>(p.param) + "_" + std::get<1>(p.param);
-                           for (char& ch : s)
-                             if (ch == '-') ch = '_';
-                           return s;
+                           return cairn::testing::restart_test_name(std::get<0>(p.param), std::get<1>(p.param));
                          });
 
 // Commit periods of several iterations: CG across its outer-iteration

@@ -82,18 +82,14 @@ class SphRestart : public ::testing::TestWithParam<Param> {};
 
 TEST_P(SphRestart, CrashAndResumeIsBitIdentical) {
   const auto& [layout, strategy] = GetParam();
-  const auto seed = static_cast<std::uint32_t>(std::hash<std::string>{}(layout + "/" + strategy) & 0xffffffffu);
-  check_restart(layout, strategy, 1, seed);
+  check_restart(layout, strategy, 1, cairn::testing::restart_seed(layout, strategy));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllLayoutsAndStrategies, SphRestart,
                          ::testing::Combine(::testing::Values("list", "array", "blocked"),
                                             ::testing::ValuesIn(cairn::persist::strategy_names())),
                          [](const auto& p) {
-                           std::string s = std::get<0>(p.param) + "_" + std::get<1>(p.param);
-                           for (char& ch : s)
-                             if (ch == '-') ch = '_';
-                           return s;
+                           return cairn::testing::restart_test_name(std::get<0>(p.param), std::get<1>(p.param));
                          });
 
 // Periods longer than one iteration: the list is walked only at commits, the

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,85 +16,7 @@
 #include <unistd.h>
 
 #include "cairn/cairn.h"
-
-/* ---- a tiny assertion kit: count failures, keep going, exit non-zero ---- */
-
-static int g_failures = 0;
-static int g_checks = 0;
-static const char* g_test = "";
-
-#define CHECK(cond)                                                                         \
-  do {                                                                                      \
-    ++g_checks;                                                                             \
-    if (!(cond)) {                                                                          \
-      ++g_failures;                                                                         \
-      fprintf(stderr, "%s:%d: [%s] CHECK failed: %s\n", __FILE__, __LINE__, g_test, #cond); \
-    }                                                                                       \
-  } while (0)
-
-#define CHECK_EQ_U64(a, b)                                                                                          \
-  do {                                                                                                              \
-    unsigned long long va_ = (unsigned long long)(a), vb_ = (unsigned long long)(b);                                \
-    ++g_checks;                                                                                                     \
-    if (va_ != vb_) {                                                                                               \
-      ++g_failures;                                                                                                 \
-      fprintf(stderr, "%s:%d: [%s] %s == %s failed: %llu != %llu\n", __FILE__, __LINE__, g_test, #a, #b, va_, vb_); \
-    }                                                                                                               \
-  } while (0)
-
-/* The call must return `code` and cairn_errormsg() must contain `needle`. */
-#define CHECK_ERR(call, code, needle)                                                                                 \
-  do {                                                                                                                \
-    int rc_ = (call);                                                                                                 \
-    const char* msg_ = cairn_errormsg();                                                                              \
-    ++g_checks;                                                                                                       \
-    if (rc_ != (code)) {                                                                                              \
-      ++g_failures;                                                                                                   \
-      fprintf(stderr, "%s:%d: [%s] %s returned %d (%s), expected %s = %d; message: %s\n", __FILE__, __LINE__, g_test, \
-              #call, rc_, cairn_strerror(rc_), #code, (code), msg_);                                                  \
-    } else if (strstr(msg_, (needle)) == NULL) {                                                                      \
-      ++g_failures;                                                                                                   \
-      fprintf(stderr, "%s:%d: [%s] message of %s lacks \"%s\": %s\n", __FILE__, __LINE__, g_test, #call, (needle),    \
-              msg_);                                                                                                  \
-    }                                                                                                                 \
-  } while (0)
-
-/* Stops the current test function if a call that must succeed fails. */
-#define REQUIRE_OK(call)                                                                                            \
-  do {                                                                                                              \
-    int rc_ = (call);                                                                                               \
-    ++g_checks;                                                                                                     \
-    if (rc_ != CAIRN_OK) {                                                                                          \
-      ++g_failures;                                                                                                 \
-      fprintf(stderr, "%s:%d: [%s] %s failed: %d: %s\n", __FILE__, __LINE__, g_test, #call, rc_, cairn_errormsg()); \
-      return;                                                                                                       \
-    }                                                                                                               \
-  } while (0)
-
-/* ---- scratch directory ---- */
-
-static char g_dir[512];
-
-static void make_scratch_dir(void) {
-  const char* root = getenv("CAIRN_TEST_DIR");
-  struct stat st;
-  if (root == NULL) root = stat("/dev/shm", &st) == 0 ? "/dev/shm" : "/tmp";
-  snprintf(g_dir, sizeof g_dir, "%s/cairn-c-api-XXXXXX", root);
-  if (mkdtemp(g_dir) == NULL) {
-    perror("mkdtemp");
-    exit(2);
-  }
-  chmod(g_dir, 0755); /* the permission test runs a child as nobody */
-}
-
-static int remove_entry(const char* path, const struct stat* st, int flag, struct FTW* ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
-
-static void remove_scratch_dir(void) { nftw(g_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+#include "check.h"
 
 static const char* path_of(const char* name) {
   static char buf[4][600];
@@ -571,7 +492,7 @@ static void test_strerror_and_default_dir(void) {
 }
 
 int main(void) {
-  make_scratch_dir();
+  make_scratch_dir("cairn-c-api");
   test_create_open_close();
   test_roots_survive_reopen();
   test_primitives_and_stats();
@@ -583,11 +504,5 @@ int main(void) {
   test_arena_and_root_errors();
   test_null_arguments();
   test_strerror_and_default_dir();
-  remove_scratch_dir();
-  if (g_failures != 0) {
-    fprintf(stderr, "c_api_test: %d of %d checks FAILED\n", g_failures, g_checks);
-    return 1;
-  }
-  printf("c_api_test: all %d checks passed\n", g_checks);
-  return 0;
+  return finish("c_api_test");
 }

@@ -3,7 +3,6 @@
 #define _XOPEN_SOURCE 700
 #define _DEFAULT_SOURCE
 
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,94 +11,7 @@
 
 #include "cairn/cairn.h"
 #include "cairn/seed001.h"
-
-/* ---- assertions: count failures, keep going, exit non-zero ---- */
-
-static int g_failures = 0;
-static int g_checks = 0;
-static const char* g_test = "";
-
-#define CHECK(cond)                                                                         \
-  do {                                                                                      \
-    ++g_checks;                                                                             \
-    if (!(cond)) {                                                                          \
-      ++g_failures;                                                                         \
-      fprintf(stderr, "%s:%d: [%s] CHECK failed: %s\n", __FILE__, __LINE__, g_test, #cond); \
-    }                                                                                       \
-  } while (0)
-
-#define CHECK_EQ_U64(a, b)                                                                                          \
-  do {                                                                                                              \
-    unsigned long long va_ = (unsigned long long)(a), vb_ = (unsigned long long)(b);                                \
-    ++g_checks;                                                                                                     \
-    if (va_ != vb_) {                                                                                               \
-      ++g_failures;                                                                                                 \
-      fprintf(stderr, "%s:%d: [%s] %s == %s failed: %llu != %llu\n", __FILE__, __LINE__, g_test, #a, #b, va_, vb_); \
-    }                                                                                                               \
-  } while (0)
-
-/* `call` must return `code`, and cairn_errormsg() must then contain `needle`. */
-#define CHECK_ERR(call, code, needle)                                                                                 \
-  do {                                                                                                                \
-    int rc_ = (call);                                                                                                 \
-    const char* msg_ = cairn_errormsg();                                                                              \
-    ++g_checks;                                                                                                       \
-    if (rc_ != (code)) {                                                                                              \
-      ++g_failures;                                                                                                   \
-      fprintf(stderr, "%s:%d: [%s] %s returned %d (%s), expected %s = %d; message: %s\n", __FILE__, __LINE__, g_test, \
-              #call, rc_, cairn_strerror(rc_), #code, (code), msg_);                                                  \
-    } else if (strstr(msg_, (needle)) == NULL) {                                                                      \
-      ++g_failures;                                                                                                   \
-      fprintf(stderr, "%s:%d: [%s] message of %s lacks \"%s\": %s\n", __FILE__, __LINE__, g_test, #call, (needle),    \
-              msg_);                                                                                                  \
-    }                                                                                                                 \
-  } while (0)
-
-/* Leaves the current test function if a call that must succeed fails. */
-#define REQUIRE_OK(call)                                                                                            \
-  do {                                                                                                              \
-    int rc_ = (call);                                                                                               \
-    ++g_checks;                                                                                                     \
-    if (rc_ != CAIRN_OK) {                                                                                          \
-      ++g_failures;                                                                                                 \
-      fprintf(stderr, "%s:%d: [%s] %s failed: %d: %s\n", __FILE__, __LINE__, g_test, #call, rc_, cairn_errormsg()); \
-      return;                                                                                                       \
-    }                                                                                                               \
-  } while (0)
-
-#define REQUIRE(cond)                                                                         \
-  do {                                                                                        \
-    ++g_checks;                                                                               \
-    if (!(cond)) {                                                                            \
-      ++g_failures;                                                                           \
-      fprintf(stderr, "%s:%d: [%s] REQUIRE failed: %s\n", __FILE__, __LINE__, g_test, #cond); \
-      return;                                                                                 \
-    }                                                                                         \
-  } while (0)
-
-/* ---- scratch directory ---- */
-
-static char g_dir[512];
-
-static void make_scratch_dir(void) {
-  const char* root = getenv("CAIRN_TEST_DIR");
-  struct stat st;
-  if (root == NULL) root = stat("/dev/shm", &st) == 0 ? "/dev/shm" : "/tmp";
-  snprintf(g_dir, sizeof g_dir, "%s/cairn-ckpt-XXXXXX", root);
-  if (mkdtemp(g_dir) == NULL) {
-    perror("mkdtemp");
-    exit(2);
-  }
-}
-
-static int remove_entry(const char* path, const struct stat* st, int flag, struct FTW* ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
-
-static void remove_scratch_dir(void) { nftw(g_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+#include "check.h"
 
 /* ---- data patterns: every word depends on the version and its index ---- */
 
@@ -710,7 +622,7 @@ static void test_hdf5_flag(void) {
 }
 
 int main(void) {
-  make_scratch_dir();
+  make_scratch_dir("cairn-ckpt");
   test_every_strategy();
   test_null_arguments();
   test_usage_errors();
@@ -720,11 +632,5 @@ int main(void) {
   test_seed_table1();
   test_strerror();
   test_hdf5_flag();
-  remove_scratch_dir();
-  if (g_failures != 0) {
-    fprintf(stderr, "ckpt_test: %d of %d checks FAILED\n", g_failures, g_checks);
-    return 1;
-  }
-  printf("ckpt_test: all %d checks passed\n", g_checks);
-  return 0;
+  return finish("ckpt_test");
 }

@@ -30,12 +30,11 @@ namespace {
 // condition 3 (K = 2 further transactions, then a clean reopen) as much again.
 // So seven eighths of the states check conditions 1 and 2 only (K = 0:
 // libpmemobj's rollback yields exactly the model's version, and its open
-// accepts the pool) and an eighth checks all three. 10^5 states took 14 CPU
-// minutes (a third of make test's time), so the CI default of 10^6 gives
-// undo-log 5 * 10^4 states, about 7 CPU minutes (the longest crash tests:
-// COST in CMakeLists.txt starts them first); CAIRN_CRASH_STATES=2000000
-// gives it 10^5.
-constexpr double kDivisor = 20;
+// accepts the pool) and an eighth checks all three: 10^5 states at the
+// default scale (CAIRN_CRASH_STATES=10^6, `make test-crash`), about 14 CPU
+// minutes; make test runs half the scale (the longest crash tests: COST in
+// CMakeLists.txt starts them first).
+constexpr double kDivisor = 10;
 
 struct Share {
   Durability durability;
@@ -66,7 +65,10 @@ TEST_P(UndoLog, EveryExploredStateRecoversACommittedVersion) {
   const Report r = run(*w, o);
   const InterposeCalls after = interpose_calls();
   EXPECT_TRUE(r.passed()) << r.summary();
-  EXPECT_GE(r.states, want) << r.summary();
+  // The harness spreads the target over the crash points; points with fewer
+  // states than their share are enumerated completely, so the total can end
+  // a little below the target (3102 of 3125 at half scale, k2).
+  EXPECT_GE(r.states, want * 9 / 10) << r.summary();
   EXPECT_GT(r.max_pending, 0u) << r.summary();
   // The library's persistence really went through the interposed calls.
   if (s.durability == Durability::msync) {

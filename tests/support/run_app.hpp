@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -82,6 +84,18 @@ inline std::string json_value(const std::string& path, const std::string& key) {
     return v;
   }
   return "<missing " + key + ">";
+}
+
+// The apps' restart tests, parameterised by (variant, strategy): a test name
+// ("<variant>_<strategy>", '-' as '_') and a seed for the crash point.
+inline std::string restart_test_name(const std::string& variant, const std::string& strategy) {
+  std::string s = variant + "_" + strategy;
+  for (char& c : s)
+    if (c == '-') c = '_';
+  return s;
+}
+inline std::uint32_t restart_seed(const std::string& variant, const std::string& strategy) {
+  return static_cast<std::uint32_t>(std::hash<std::string>{}(variant + "/" + strategy));
 }
 
 }  // namespace cairn::testing
