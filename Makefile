@@ -33,12 +33,11 @@ demo: release
 #     times faster, at half their full scale: 5*10^5 states over the
 #     reference structure and the pool protocol, 5*10^4 per pool strategy, per
 #     file-system model for `file` and for undo-log's libpmemobj.
-#     `make test-crash` runs the full scale (10^6; about 10 minutes);
+#     `make test-crash` runs the full scale (10^6: 13 minutes of tests on 2 cores);
 #  3. a ThreadSanitizer share: the tests of the code that runs threads (the
 #     worker pool behind the multi-threaded primitives, in-place's helper
 #     flusher, incremental commit's write tracking, every strategy with two
-#     threads, the apps' thread team),
-#     about 5 minutes with its build. `make tsan && make test-tsan` runs all
+#     threads, the apps' thread team), about 2 minutes with its build. `make tsan && make test-tsan` runs all
 #     of it, the crash suites at 2*10^4 states (undo-log's crash suite, whose
 #     share sizes assume at least 10^5 states and whose libpmemobj is not
 #     instrumented, only in the release step above).

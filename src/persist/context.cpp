@@ -122,7 +122,7 @@ Result<std::unique_ptr<Context>> Context::create(Options options) {
     return make_error(Errc::invalid_argument, "state name '" + options.name + "' must be non-empty and contain no '/'");
   auto s = detail::make_strategy(options.strategy);
   if (!s.ok()) return std::move(s).error();
-  if (options.hdf5 && options.strategy != "file")
+  if (options.hdf5 && !detail::find_registration(options.strategy)->hdf5)
     return make_error(Errc::invalid_argument,
                       "Options::hdf5 (an HDF5 file per version) is written by the 'file' "
                       "strategy only, not by '" +

@@ -53,6 +53,7 @@ const std::vector<Registration>& registry() {
        .make = make_file,
        .working_set = WorkingSet::dram,
        .restore_cost = RestoreCost::copy,
+       .hdf5 = true,
        .storage = {".*.ckpt", ".*.ckpt.tmp", ".*.h5", ".*.h5.tmp"},
        .crash = CrashHarness::files,
        .bench = {.file_factor = 3,

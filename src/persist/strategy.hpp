@@ -99,6 +99,7 @@ struct Registration {
   WorkingSet working_set = WorkingSet::nvm;
   RestoreCost restore_cost = RestoreCost::constant;
   bool incremental = false;  // honours Options::incremental (copies only pages written since the last commit)
+  bool hdf5 = false;         // writes Options::hdf5's HDF5 file per version; the others refuse the option
   // The files it creates in Options::dir, as patterns after Options::name
   // ("*" matches any run of characters): ".pool" names <dir>/<name>.pool.
   std::vector<std::string> storage;

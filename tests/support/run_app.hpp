@@ -1,6 +1,6 @@
 // run_app.hpp — for tests that run a program end to end (an app, the cairn
-// tool): run it with its output captured, and read values of the flat JSON report (one key per line)
-// the apps write with --json.
+// tool): run it with its output captured, and read values of the flat JSON
+// report (one key per line) the apps write with --json.
 #pragma once
 
 #include <fcntl.h>
@@ -17,10 +17,10 @@
 namespace cairn::testing {
 
 struct Outcome {
-  int exit_code = -1;  // -1 when killed by a signal
-  int signal = 0;      // the signal that killed it, 0 if it exited
+  int exit_code = -1;  // -1 when it did not exit (killed by a signal, or never started)
+  int signal = 0;      // the signal that killed it, 0 if none did
   std::string output;  // stdout and stderr together
-  bool exited() const { return signal == 0; }
+  bool exited() const { return exit_code >= 0; }
 };
 
 // Runs `path` with `args`, as user `uid` if not negative, and returns its

@@ -46,6 +46,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <string_view>
 #include <thread>
 
 #include "persist/copy_strategy.hpp"
@@ -235,18 +236,13 @@ std::vector<std::uint64_t> FileCheckpoint::list_versions(bool remove_stale_tmp) 
     const std::string f = it->path().filename().string();
     if (f.rfind(prefix, 0) != 0) continue;
     std::string rest = f.substr(prefix.size());
-    bool tmp = false;
-    if (rest.size() > 9 && rest.compare(rest.size() - 9, 9, ".ckpt.tmp") == 0) {
-      tmp = true;
-      rest.resize(rest.size() - 9);
-    } else if (rest.size() > 7 && rest.compare(rest.size() - 7, 7, ".h5.tmp") == 0) {
-      tmp = true;
-      rest.resize(rest.size() - 7);
-    } else if (rest.size() > 5 && rest.compare(rest.size() - 5, 5, ".ckpt") == 0) {
-      rest.resize(rest.size() - 5);
-    } else {
-      continue;
-    }
+    auto strip = [&rest](std::string_view suffix) {
+      if (rest.size() <= suffix.size() || !rest.ends_with(suffix)) return false;
+      rest.resize(rest.size() - suffix.size());
+      return true;
+    };
+    const bool tmp = strip(".ckpt.tmp") || strip(".h5.tmp");
+    if (!tmp && !strip(".ckpt")) continue;
     if (rest.empty() || rest.size() > 19 ||
         !std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; }))
       continue;
