@@ -30,8 +30,10 @@ const std::vector<AppSpec>& app_table() {
   static const std::vector<AppSpec> table = {
       {"npb-cg", make_npb_cg, "A", std::nullopt, "z, r, p dual; x plain (nt-copied by in-place); scalars dual"},
       {"npb-mg", make_npb_mg, "A", std::nullopt, "u, r dual (finest level with ghosts); scalars dual"},
-      {"jacobi", jacobi::make_stream_function, "2048", 100,
-       "psi dual, in row blocks each flushed as soon as it is computed"},
+      {"jacobi", [] { return jacobi::make_stream_function(jacobi::Stores::streaming); }, "2048", 100,
+       "psi dual, in row blocks written by non-temporal stores (nothing to flush)"},
+      {"jacobi-cached", [] { return jacobi::make_stream_function(jacobi::Stores::cached); }, "2048", 100,
+       "psi dual, in row blocks stored through the cache, each flushed as soon as it is computed"},
       {"jacobi-sharpen", jacobi::make_sharpen, "2048", 32,
        "image (read-only input), filter, convolution, sharp: all plain"},
       {"sph", [] { return std::make_unique<sph::SphApp>(sph::Layout::blocked); }, "simsmall", 40,

@@ -210,6 +210,17 @@ class Field {
   // the flushing with computation. No effect for other strategies.
   void done_writing() const;
 
+  // dual, inside step(), for kernels that stream their output: copies n bytes
+  // from src to dst (inside out()) with non-temporal stores and no fence
+  // (persist::Context::stream; native runs use the same copy into DRAM, so
+  // both run the same kernel). Every thread that streamed calls
+  // stream_fence() after its last stream() of the step; once all of out() is
+  // written that way, done_streaming() replaces done_writing() and in-place
+  // has nothing left to write back for this field.
+  void stream(void* dst, const void* src, std::size_t n) const;
+  void stream_fence() const;
+  void done_streaming() const;
+
  private:
   friend class Driver;
   friend class FieldSet;

@@ -52,6 +52,26 @@ void Field::done_writing() const {
   }
 }
 
+void Field::stream(void* dst, const void* src, std::size_t n) const {
+  if (ctx_)
+    ctx_->stream(dst, src, n);
+  else
+    persist::stream_copy(dst, src, n);
+}
+
+void Field::stream_fence() const {
+  if (ctx_)
+    ctx_->stream_fence();
+  else
+    persist::stream_fence();
+}
+
+void Field::done_streaming() const {
+  if (!ctx_ || !last_step_ || kind_ != FieldKind::dual) return;
+  const auto* d = static_cast<const persist::DualRegion*>(region_);
+  if (out_ == d->write()) ctx_->streamed(*d);
+}
+
 std::uint64_t checksum(const void* data, std::size_t bytes, std::uint64_t seed) {
   return util::hash_bytes(data, bytes, seed);
 }

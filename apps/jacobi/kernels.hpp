@@ -14,7 +14,14 @@
 
 namespace cairn::apps::jacobi {
 
-std::unique_ptr<Simulation> make_stream_function();
+// How the stream-function kernel writes its new grid: `streaming` computes
+// each row into a cached buffer and writes it out with non-temporal stores
+// (Field::stream: nothing for in-place to write back at commit, no
+// read-for-ownership of the destination); `cached` stores into the grid
+// directly. Native and persistent runs run the same kernel either way.
+enum class Stores { streaming, cached };
+
+std::unique_ptr<Simulation> make_stream_function(Stores stores = Stores::streaming);
 std::unique_ptr<Simulation> make_sharpen();
 
 }  // namespace cairn::apps::jacobi

@@ -19,9 +19,13 @@ class JacobiApp final : public Simulation {
   void add_options(CLI::App& cli) override {
     cli.add_option("--kernel", kernel_, "stream (Jacobi stream-function solver) or sharpen (image sharpening)")
         ->check(CLI::IsMember({"stream", "sharpen"}));
+    cli.add_option("--stores", stores_,
+                   "stream kernel: streaming (rows leave the cache by non-temporal stores, default) or cached")
+        ->check(CLI::IsMember({"streaming", "cached"}));
   }
   Result<void> configure(const RunOptions& options) override {
-    impl_ = kernel_ == "sharpen" ? make_sharpen() : make_stream_function();
+    impl_ = kernel_ == "sharpen" ? make_sharpen()
+                                 : make_stream_function(stores_ == "cached" ? Stores::cached : Stores::streaming);
     return impl_->configure(options);
   }
   std::string describe() const override { return impl_->describe(); }
@@ -34,6 +38,7 @@ class JacobiApp final : public Simulation {
 
  private:
   std::string kernel_ = "stream";
+  std::string stores_ = "streaming";
   std::unique_ptr<Simulation> impl_;
 };
 

@@ -47,6 +47,7 @@ struct Mode {
 
 class StreamFunction final : public Simulation {
  public:
+  explicit StreamFunction(Stores stores) : streaming_(stores == Stores::streaming) {}
   std::string name() const override { return "jacobi"; }
 
   Result<void> configure(const RunOptions& options) override {
@@ -100,22 +101,23 @@ class StreamFunction final : public Simulation {
 
   void step(std::uint64_t, Team& team) override {
     for (std::size_t b = 0; b < blocks_; ++b) {
+      Field& block = *block_[b];
       team.parallel_for(first_row_[b], first_row_[b + 1], [&](std::size_t lo, std::size_t hi) {
+        // Streaming: each row is computed into a buffer that stays in cache,
+        // then leaves it with non-temporal stores.
+        thread_local std::vector<double> buffer;
+        if (streaming_) buffer.resize(w_);
         for (std::size_t r = lo; r < hi; ++r) {
-          const double* mid = in_row(r);
           double* out = out_row(r);
-          if (r == 0 || r == n_ + 1) {  // boundary rows: carried over unchanged
-            std::copy(mid, mid + w_, out);
-            continue;
-          }
-          const double* up = in_row(r - 1);
-          const double* down = in_row(r + 1);
-          out[0] = mid[0];
-          for (std::size_t c = 1; c <= n_; ++c) out[c] = 0.25 * (up[c] + down[c] + mid[c - 1] + mid[c + 1]);
-          out[n_ + 1] = mid[n_ + 1];
+          compute_row(r, streaming_ ? buffer.data() : out);
+          if (streaming_) block.stream(out, buffer.data(), w_ * sizeof(double));
         }
+        if (streaming_) block.stream_fence();
       });
-      block_[b]->done_writing();
+      if (streaming_)
+        block.done_streaming();
+      else
+        block.done_writing();
     }
   }
 
@@ -198,6 +200,18 @@ class StreamFunction final : public Simulation {
   }
 
  private:
+  void compute_row(std::size_t r, double* out) const {
+    const double* mid = in_row(r);
+    if (r == 0 || r == n_ + 1) {  // boundary rows: carried over unchanged
+      std::copy(mid, mid + w_, out);
+      return;
+    }
+    const double* up = in_row(r - 1);
+    const double* down = in_row(r + 1);
+    out[0] = mid[0];
+    for (std::size_t c = 1; c <= n_; ++c) out[c] = 0.25 * (up[c] + down[c] + mid[c - 1] + mid[c + 1]);
+    out[n_ + 1] = mid[n_ + 1];
+  }
   double coordinate(std::size_t i) const { return static_cast<double>(i) * h_; }
   double exact(std::size_t c, std::size_t r) const {
     const double x = coordinate(c), y = coordinate(r);
@@ -244,6 +258,7 @@ class StreamFunction final : public Simulation {
     return block_[b]->initial<double>() + (r - first_row_[b]) * w_;
   }
 
+  bool streaming_ = true;
   std::size_t n_ = 256, w_ = 0, blocks_ = 1;
   double h_ = 0;
   std::vector<Mode> modes_;
@@ -253,6 +268,6 @@ class StreamFunction final : public Simulation {
 
 }  // namespace
 
-std::unique_ptr<Simulation> make_stream_function() { return std::make_unique<StreamFunction>(); }
+std::unique_ptr<Simulation> make_stream_function(Stores stores) { return std::make_unique<StreamFunction>(stores); }
 
 }  // namespace cairn::apps::jacobi

@@ -427,6 +427,18 @@ int cairn_ckpt_flush_barrier(cairn_ckpt* ckpt);
 int cairn_ckpt_flush_async_region(cairn_ckpt* ckpt, const cairn_ckpt_region* region);
 int cairn_ckpt_flush_async_dual(cairn_ckpt* ckpt, const cairn_ckpt_dual* dual);
 
+/* Streaming writes (C++: Context::stream, stream_fence, streamed): copies len
+ * bytes from src to dst, inside a dual region's write version, with
+ * non-temporal stores and no fence; any thread, disjoint ranges at once.
+ * Every thread that streamed calls cairn_ckpt_stream_fence before the
+ * commit. cairn_ckpt_streamed_dual then declares that ALL of the region's
+ * write version was written so this iteration: in-place writes nothing back
+ * for it (bytes stored otherwise would not be durable). Other strategies
+ * copy the same way and ignore the declaration. */
+int cairn_ckpt_stream(cairn_ckpt* ckpt, void* dst, const void* src, size_t len);
+int cairn_ckpt_stream_fence(cairn_ckpt* ckpt);
+int cairn_ckpt_streamed_dual(cairn_ckpt* ckpt, const cairn_ckpt_dual* dual);
+
 /* Counters of this context (C++: persist::Stats), times in nanoseconds. */
 typedef struct cairn_ckpt_stats {
   uint64_t commits; /* by this context (not counting earlier runs) */

@@ -100,6 +100,13 @@ struct Stats {
   std::uint64_t incremental_bytes_saved = 0;
 };
 
+// Non-temporal copy of len bytes into DRAM (or any memory no Context
+// persists), with no fence: what Context::stream does outside a pool. For
+// native runs that want the same kernel as their persistent counterpart.
+void stream_copy(void* dst, const void* src, std::size_t len);
+// The calling thread's store fence (sfence) after stream_copy.
+void stream_fence();
+
 // A region with one working copy. Its memory exists from open() on (data()
 // is null before) and stays where it is until the Context is destroyed.
 class Region {
@@ -220,6 +227,28 @@ class Context {
   void flush_async(const DualRegion& region);
   void flush_async(const Region& region);
   void flush_barrier();
+
+  // ---- streaming writes (nothing left to write back at commit) ----
+  // Copies len bytes from src to dst, a range of a dual region's write()
+  // version, with non-temporal stores: under in-place the bytes go to the
+  // pool's memory without passing through the cache (libpmem's non-temporal
+  // copy through the pool's device), so commit has nothing to write back for
+  // them and a memory-bound kernel loses no bandwidth to a later flush. A
+  // kernel computes a row (or any piece) into a small buffer and streams it
+  // out. Any thread may stream, disjoint ranges at once; no fence is issued.
+  // Other strategies, and destinations outside the pool, get the same
+  // non-temporal copy into their memory (stream_copy).
+  void stream(void* dst, const void* src, std::size_t len);
+  // The calling thread's fence after its last stream() of an iteration: a
+  // fence orders only its own thread's stores, so every thread that streamed
+  // calls it before the commit.
+  void stream_fence();
+  // Instead of flush_async(region): this iteration wrote ALL of
+  // region.write() through stream() and every thread that did has called
+  // stream_fence(), so in-place writes nothing back for it at commit. Bytes
+  // of write() stored otherwise would not be durable: a contract the commit
+  // cannot check. Other strategies: no effect.
+  void streamed(const DualRegion& region);
 
   const Stats& stats() const { return stats_; }
   const std::string& strategy() const;

@@ -358,6 +358,35 @@ int cairn_ckpt_flush_async_dual(cairn_ckpt* ckpt, const cairn_ckpt_dual* dual) {
   });
 }
 
+int cairn_ckpt_stream(cairn_ckpt* ckpt, void* dst, const void* src, size_t len) {
+  static constexpr const char* fn = "cairn_ckpt_stream";
+  CAIRN_REQUIRE_CKPT(fn, ckpt);
+  if (len > 0 && (dst == nullptr || src == nullptr)) return null_arg(fn, "dst or src is NULL");
+  return guard(fn, [&] {
+    ckpt->ctx->stream(dst, src, len);
+    return 0;
+  });
+}
+
+int cairn_ckpt_stream_fence(cairn_ckpt* ckpt) {
+  static constexpr const char* fn = "cairn_ckpt_stream_fence";
+  CAIRN_REQUIRE_CKPT(fn, ckpt);
+  return guard(fn, [&] {
+    ckpt->ctx->stream_fence();
+    return 0;
+  });
+}
+
+int cairn_ckpt_streamed_dual(cairn_ckpt* ckpt, const cairn_ckpt_dual* dual) {
+  static constexpr const char* fn = "cairn_ckpt_streamed_dual";
+  CAIRN_REQUIRE_CKPT(fn, ckpt);
+  if (dual == nullptr) return null_arg(fn, "dual region handle is NULL");
+  return guard(fn, [&] {
+    ckpt->ctx->streamed(*dual->dual);
+    return 0;
+  });
+}
+
 int cairn_ckpt_flush_barrier(cairn_ckpt* ckpt) {
   static constexpr const char* fn = "cairn_ckpt_flush_barrier";
   CAIRN_REQUIRE_CKPT(fn, ckpt);

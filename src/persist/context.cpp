@@ -1,5 +1,7 @@
 // context.cpp — the Context: registration, validation, timing, and the calls
 // into the chosen strategy.
+#include <libpmem.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -279,5 +281,28 @@ void Context::flush_async(const Region& region) {
 void Context::flush_barrier() {
   if (opened_) strategy_->flush_barrier();
 }
+
+void Context::stream(void* dst, const void* src, std::size_t len) {
+  if (opened_)
+    strategy_->stream(dst, src, len);
+  else
+    stream_copy(dst, src, len);
+}
+void Context::stream_fence() {
+  if (opened_)
+    strategy_->stream_fence();
+  else
+    persist::stream_fence();
+}
+void Context::streamed(const DualRegion& region) {
+  if (!opened_) return;
+  for (std::size_t i = 0; i < layout_->entries.size(); ++i)
+    if (layout_->entries[i].pair == &region) strategy_->streamed_region(*layout_, i);
+}
+
+void stream_copy(void* dst, const void* src, std::size_t len) {
+  pmem_memcpy(dst, src, len, PMEM_F_MEM_NONTEMPORAL | PMEM_F_MEM_NODRAIN);
+}
+void stream_fence() { pmem_drain(); }
 
 }  // namespace cairn::persist

@@ -73,6 +73,11 @@ struct InternalOptions {
   // The pool's device is a fault device driven by this injector (the
   // conformance suite's failed write-backs) instead of Options::device.
   std::shared_ptr<devices::FaultInjector> fault_injector;
+  // in-place with the helper thread: hand every flush to the helper, however
+  // small (the crash harness's regions are all below the size in-place
+  // flushes on the calling thread, and its async workload is there to
+  // explore the helper's protocol).
+  bool in_place_helper_only = false;
 };
 
 struct Layout {

@@ -89,7 +89,11 @@ const std::vector<Registration>& registry() {
                            .eadr_share = true},
                           {.suffix = "async",
                            .what = "in-place with the helper thread flushing (flush_async / barrier)",
-                           .async_flush = true}},
+                           .async_flush = true},
+                          {.suffix = "streamed",
+                           .what = "in-place with the dual region written by non-temporal stores (stream, "
+                                   "stream_fence, streamed): nothing written back for it at commit",
+                           .streamed = true}},
        .bench = {.dual = true,
                  .dram_factor = 0,
                  .note = "DualRegion: commit flushes the written version, nothing is copied"}},

@@ -90,6 +90,12 @@ Result<std::unique_ptr<SlotStore>> SlotStore::open_or_create(const Options& opti
     s->pool_ = s->owned_.get();
     if (auto r = s->attach_existing(layout, strategy); !r.ok()) return r.error();
   }
+  // The slots are the application's working memory under in-place and the
+  // copy strategies' commit target: map them now, at open, rather than one
+  // fault per 4 KiB page inside the first iterations or commits (measured:
+  // +7-11 % on npb-mg class A, issue 11). A borrowed pool is the crash
+  // harness's image, already in memory.
+  for (int k = 0; k < 2; ++k) s->pool_->prefault(s->area(k), s->area_bytes_);
   return s;
 }
 

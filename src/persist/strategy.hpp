@@ -41,6 +41,10 @@ class Strategy {
   // Hands over layout.entries[entry] only (Context::flush_async(region)).
   virtual void flush_async_region(Layout&, std::size_t /*entry*/) {}
   virtual void flush_barrier() {}
+  // Context::stream / stream_fence / streamed (the defaults: DRAM).
+  virtual void stream(void* dst, const void* src, std::size_t len) { stream_copy(dst, src, len); }
+  virtual void stream_fence() { persist::stream_fence(); }
+  virtual void streamed_region(Layout&, std::size_t /*entry*/) {}
 
   // NVM traffic counters (device stats of the strategy's pool, or bytes
   // written to files) and bytes copied, for Context::stats().
@@ -77,6 +81,7 @@ struct CrashVariant {
   bool async_flush = false;
   bool incremental = false;
   bool eadr_share = false;  // also a share under the eADR model in CI
+  bool streamed = false;    // the dual region is written by Context::stream
 };
 
 // What `cairn bench strategies` needs to hold a row to the right goal.

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <libpmem.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -574,6 +575,19 @@ PoolStats Pool::stats() const {
   s.device = device_->stats();
   s.roots_published = roots_published_;
   return s;
+}
+
+std::size_t Pool::prefault(const void* addr, std::size_t len) const {
+  if (len == 0 || !contains(addr, len)) return 0;
+  static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const auto b = reinterpret_cast<std::uintptr_t>(addr) / page * page;
+  const auto e = (reinterpret_cast<std::uintptr_t>(addr) + len + page - 1) / page * page;
+  if (::madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_WRITE) == 0) return (e - b) / page;
+  if (errno != EINVAL) return 0;  // EFAULT/ENOMEM/EHWPOISON: leave it to the faults
+  // Before Linux 5.14: a read maps the page (its first write then costs only
+  // a write-protect fault).
+  for (std::uintptr_t p = b; p < e; p += page) (void)*reinterpret_cast<const volatile std::byte*>(p);
+  return (e - b) / page;
 }
 
 void Pool::persist_mt(const void* addr, std::size_t len, unsigned threads) {

@@ -39,7 +39,16 @@
 // is durable: a fence orders only its own thread's flushes. commit() hands
 // over whatever the application did not, then runs the barrier, then
 // publishes. Without async_flush the same hand-over happens at once on the
-// calling threads (Pool::persist_mt, memcpy_persist_mt).
+// calling threads (Pool::persist_mt, memcpy_persist_mt), and so does, with
+// it, a hand-over of kInlineBytes or less.
+//
+// Streamed regions. A kernel may write a dual region's new version through
+// Context::stream (non-temporal copies through the pool's device, no fence),
+// fence on each writing thread (stream_fence) and declare it (streamed): the
+// region then counts as handed over and nothing of it is written back. Its
+// lines reached the memory controller by non-temporal stores, each ordered
+// by its thread's fence before the commit, so publish's rule (data durable
+// before the version word) holds as for a flushed region.
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -62,6 +71,12 @@ namespace {
 // The helper takes the queue in pieces of this size, so a barrier can take
 // over the rest of a large region with all threads.
 constexpr std::size_t kHelperPiece = 512 * 1024;
+// A hand-over this small is flushed (or copied) at once by the calling
+// thread, its lines still in cache: waking the helper and waiting for it at
+// the barrier costs more than the work (npb-cg class A hands over three
+// 112 KiB vectors per 2.8 ms iteration: +3.6 % through the helper, +0.7 %
+// flushed by the caller; issue 11).
+constexpr std::size_t kInlineBytes = 256 * 1024;
 
 class InPlace final : public Strategy {
  public:
@@ -75,6 +90,9 @@ class InPlace final : public Strategy {
   void flush_async(Layout& layout) override;
   void flush_async_region(Layout& layout, std::size_t entry) override;
   void flush_barrier() override;
+  void stream(void* dst, const void* src, std::size_t len) override;
+  void stream_fence() override { store_->pool().drain(); }
+  void streamed_region(Layout& layout, std::size_t entry) override;
   devices::Stats device_stats() const override { return store_ ? store_->pool().stats().device : devices::Stats{}; }
 
  private:
@@ -97,7 +115,8 @@ class InPlace final : public Strategy {
   std::vector<util::DramBuffer> dram_;
   unsigned threads_ = 0;
   bool async_ = false;
-  bool flush_ = true;         // Options::flush
+  bool flush_ = true;  // Options::flush
+  std::size_t inline_bytes_ = kInlineBytes;
   int latest_slot_ = 0;       // slot of the latest version (0 before any commit)
   std::vector<char> handed_;  // per entry: handed over in this iteration
 
@@ -128,6 +147,7 @@ Result<void> InPlace::open(Layout& layout, const Options& options) {
   threads_ = options.threads;
   async_ = options.async_flush;
   flush_ = options.flush;
+  if (layout.internal.in_place_helper_only) inline_bytes_ = 0;
   // The pool first: a state too large for the device fails here, before any
   // DRAM is reserved.
   auto s = SlotStore::open_or_create(options, layout, name());
@@ -149,8 +169,9 @@ Result<void> InPlace::open(Layout& layout, const Options& options) {
       detail_access::read_index(*e.pair) = latest_slot_;
       continue;
     }
-    // Reserved, not populated: a plain region's pages fault in as written.
-    auto b = util::DramBuffer::allocate(e.bytes, "the working copy of region '" + e.name + "'", false);
+    // Populated, as the native run's arrays and the slots are: no first-touch
+    // faults inside the iterations.
+    auto b = util::DramBuffer::allocate(e.bytes, "the working copy of region '" + e.name + "'");
     if (!b.ok()) return std::move(b).error();
     detail_access::data(*e.plain) = b.value().data();
     dram_.push_back(std::move(b.value()));
@@ -204,7 +225,7 @@ void InPlace::hand_over(const Layout& layout, std::size_t entry) {
     req.src = static_cast<const std::byte*>(e.plain->data());
     bytes_copied += e.bytes;
   }
-  if (!async_) {
+  if (!async_ || req.n <= inline_bytes_) {
     pool::Pool& pool = store_->pool();
     if (req.src == nullptr)
       pool.persist_mt(req.dst, req.n, threads_);
@@ -217,6 +238,20 @@ void InPlace::hand_over(const Layout& layout, std::size_t entry) {
     queue_.push_back(req);
   }
   work_cv_.notify_one();
+}
+
+void InPlace::stream(void* dst, const void* src, std::size_t len) {
+  pool::Pool& pool = store_->pool();
+  if (pool.contains(dst, len))
+    pool.memcpy_nodrain(dst, src, len);  // through the device: emulation and accounting see it
+  else
+    stream_copy(dst, src, len);
+}
+
+void InPlace::streamed_region(Layout& layout, std::size_t entry) {
+  // Written entirely by non-temporal stores, fenced by each streaming thread:
+  // nothing to write back. Counts as handed over, so commit skips it.
+  if (entry < layout.entries.size() && layout.entries[entry].dual) handed_[entry] = 1;
 }
 
 void InPlace::flush_async(Layout& layout) {

@@ -52,10 +52,15 @@ class ContextState {
     return {};
   }
 
+  // The dual region is written as a streaming kernel writes it: the whole
+  // new version leaves through Context::stream, then stream_fence and
+  // streamed (in-place writes nothing back for it).
+  void stream_dual(bool on) { streamed_ = on; }
+
   // The first version: every word written. Starts the iteration itself.
   Result<void> fill(Rng& rng) {
     if (auto r = ctx_->begin(); !r.ok()) return r;
-    scribble(dual_.data(), u_->write(), kDualBytes, rng, true);
+    write_dual(rng, true);
     scribble(plain_.data(), a_->data(), kPlainBytes, rng, true);
     aim_links(rng);
     return {};
@@ -66,8 +71,7 @@ class ContextState {
   template <class Whole>
   Result<void> change(Rng& rng, Whole&& whole) {
     if (auto r = ctx_->begin(); !r.ok()) return r;
-    u_->carry_over(0, kDualBytes);
-    scribble(dual_.data(), u_->write(), kDualBytes, rng, whole());
+    write_dual(rng, whole());
     scribble(plain_.data(), a_->data(), kPlainBytes, rng, whole());
     aim_links(rng);
     return {};
@@ -126,8 +130,23 @@ class ContextState {
  private:
   std::byte** links() const { return l_->as<std::byte*>(); }
 
-  // Changes a few random words (or all of them) in the working buffer and
-  // in the mirror alike.
+  // The next version of the dual region: the elements not updated are
+  // carried over (seed 004), or, streamed, the mirror (which holds read())
+  // is changed and then streamed out whole.
+  void write_dual(Rng& rng, bool all) {
+    if (!streamed_) {
+      u_->carry_over(0, kDualBytes);
+      scribble(dual_.data(), u_->write(), kDualBytes, rng, all);
+      return;
+    }
+    scribble(dual_.data(), nullptr, kDualBytes, rng, all);
+    ctx_->stream(u_->write(), dual_.data(), kDualBytes);
+    ctx_->stream_fence();
+    ctx_->streamed(*u_);
+  }
+
+  // Changes a few random words (or all of them) in the mirror and, unless
+  // null, in the working buffer alike.
   static void scribble(std::byte* mirror, void* work, std::size_t bytes, Rng& rng, bool all) {
     const std::size_t words = bytes / 8;
     const std::size_t n = all ? words : 1 + rng.below(6);
@@ -135,7 +154,7 @@ class ContextState {
       const std::size_t w = all ? k : rng.below(words);
       const std::uint64_t v = rng();
       std::memcpy(mirror + 8 * w, &v, 8);
-      std::memcpy(static_cast<std::byte*>(work) + 8 * w, &v, 8);
+      if (work != nullptr) std::memcpy(static_cast<std::byte*>(work) + 8 * w, &v, 8);
     }
   }
 
@@ -161,6 +180,7 @@ class ContextState {
   // offset + 1 into region a (0 = null).
   std::vector<std::byte> dual_, plain_;
   std::vector<std::uint64_t> links_;
+  bool streamed_ = false;
 };
 
 }  // namespace cairn::testing::crashsim::builtin

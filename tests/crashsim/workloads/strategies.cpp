@@ -11,7 +11,9 @@
 // What this covers and what it does not:
 //   dram-cache, nt-copy   the whole protocol (slot copy, pointer table, version word).
 //   in-place              dual regions written in their slots and flushed at commit,
-//                         plain regions copied; with and without the helper thread.
+//                         plain regions copied; with and without the helper thread
+//                         (which gets every hand-over, however small), and with
+//                         the dual region streamed (non-temporal, nothing flushed).
 //   shadow                the slot protocol is the same as with a file-backed
 //                         view, but a simulator pool has no file to map privately,
 //                         so the working view is shadow's DRAM fallback.
@@ -29,8 +31,8 @@ namespace {
 
 class StrategyState final : public Structure {
  public:
-  StrategyState(std::string strategy, bool async_flush, bool incremental)
-      : strategy_(std::move(strategy)), async_(async_flush), incremental_(incremental) {}
+  StrategyState(std::string strategy, const persist::detail::CrashVariant& variant)
+      : strategy_(std::move(strategy)), variant_(variant) {}
 
   Result<void> create(pool::Pool& pool, Model& model, Rng& rng) override {
     if (auto r = open(pool); !r.ok()) return r;
@@ -53,28 +55,29 @@ class StrategyState final : public Structure {
     persist::Options o;
     o.strategy = strategy_;
     o.threads = 1;
-    o.async_flush = async_;
-    o.incremental = incremental_;
+    o.async_flush = variant_.async_flush;
+    o.incremental = variant_.incremental;
     persist::detail::InternalOptions internal;
     internal.borrowed_pool = &pool;
+    internal.in_place_helper_only = variant_.async_flush;
     if (auto r = state_.create_context(o, internal); !r.ok()) return r;
+    state_.stream_dual(variant_.streamed);
     if (auto r = state_.context().open(); !r.ok()) return r;
     return state_.register_pointers();
   }
 
   std::string strategy_;
-  bool async_, incremental_;
+  persist::detail::CrashVariant variant_;
   ContextState state_;
 };
 
-Workload make(const std::string& name, const std::string& strategy, const std::string& what, bool async_flush,
-              bool incremental) {
+Workload make(const std::string& name, const std::string& strategy, const persist::detail::CrashVariant& variant) {
   Workload w;
   w.name = name;
-  w.description = what;
+  w.description = variant.what;
   w.pool_size = 1u << 20;
   w.steps = 12;
-  w.make = [=] { return std::make_unique<StrategyState>(strategy, async_flush, incremental); };
+  w.make = [=] { return std::make_unique<StrategyState>(strategy, variant); };
   return w;
 }
 
@@ -88,8 +91,7 @@ std::vector<Workload> strategy_workloads() {
   std::vector<Workload> out;
   for (const auto& r : persist::detail::registry()) {
     if (r.crash != persist::detail::CrashHarness::pool) continue;
-    for (const auto& v : r.crash_variants)
-      out.push_back(make(strategy_workload_name(r.name, v.suffix), r.name, v.what, v.async_flush, v.incremental));
+    for (const auto& v : r.crash_variants) out.push_back(make(strategy_workload_name(r.name, v.suffix), r.name, v));
   }
   return out;
 }
