@@ -7,9 +7,12 @@
 #include <cstring>
 
 #include "apps/jacobi/kernels.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace cairn::apps::jacobi {
 namespace {
+
+using cairn::testing::TempDir;
 
 // Wraps a kernel; at verification it also judges tampered variants.
 class Probe final : public Simulation {
@@ -74,6 +77,33 @@ TEST(JacobiVerify, StreamFunctionCatchesWrongIterationCountAndTampering) {
   EXPECT_GT(probe.next.value, 0.1);
   EXPECT_FALSE(probe.tampered.passed);
   EXPECT_NEAR(probe.tampered.value, 1e-8, 1e-12);
+}
+
+// The streaming kernel (rows through a buffer and non-temporal stores) and
+// the cached one compute the same bits, natively and persisted in place.
+TEST(JacobiVerify, StreamingAndCachedStoresGiveTheSameBits) {
+  std::uint64_t sum[2][2] = {};
+  int k = 0;
+  for (const Stores stores : {Stores::streaming, Stores::cached}) {
+    auto native = make_stream_function(stores);
+    auto a = run_simulation(*native, options("61", 37));
+    ASSERT_TRUE(a.ok()) << a.error().message;
+    EXPECT_TRUE(a->verification.passed);
+    sum[k][0] = a->checksum;
+    auto persisted = make_stream_function(stores);
+    TempDir dir;
+    RunOptions o = options("61", 37);
+    o.strategy = "in-place";
+    o.dir = dir.path();
+    auto b = run_simulation(*persisted, o);
+    ASSERT_TRUE(b.ok()) << b.error().message;
+    EXPECT_TRUE(b->verification.passed);
+    sum[k][1] = b->checksum;
+    ++k;
+  }
+  EXPECT_EQ(sum[0][0], sum[1][0]);
+  EXPECT_EQ(sum[0][0], sum[0][1]);
+  EXPECT_EQ(sum[0][0], sum[1][1]);
 }
 
 TEST(JacobiVerify, SharpenCatchesAMissingBandAndTampering) {

@@ -81,6 +81,13 @@ Result<std::unique_ptr<SlotStore>> SlotStore::open_or_create(const Options& opti
     s->owned_ = std::move(p.value());
     s->pool_ = s->owned_.get();
     if (auto r = s->init_new(layout, strategy); !r.ok()) return r.error();
+    // The slots are the application's working memory under in-place and the
+    // copy strategies' commit target: map them now rather than take one
+    // fault per 4 KiB page inside the first iterations or commits (npb-mg
+    // class A: +7-11 % per iteration, issue 11). Only a new store: a restart
+    // stays O(1) (populating 256 MiB costs ~40 ms), and its first iteration
+    // takes the faults once.
+    for (int k = 0; k < 2; ++k) s->pool_->prefault(s->area(k), s->area_bytes_);
   } else {
     pool::OpenOptions oo;
     oo.device = std::move(device.value());
@@ -90,12 +97,6 @@ Result<std::unique_ptr<SlotStore>> SlotStore::open_or_create(const Options& opti
     s->pool_ = s->owned_.get();
     if (auto r = s->attach_existing(layout, strategy); !r.ok()) return r.error();
   }
-  // The slots are the application's working memory under in-place and the
-  // copy strategies' commit target: map them now, at open, rather than one
-  // fault per 4 KiB page inside the first iterations or commits (measured:
-  // +7-11 % on npb-mg class A, issue 11). A borrowed pool is the crash
-  // harness's image, already in memory.
-  for (int k = 0; k < 2; ++k) s->pool_->prefault(s->area(k), s->area_bytes_);
   return s;
 }
 
