@@ -578,7 +578,9 @@ PoolStats Pool::stats() const {
 }
 
 std::size_t Pool::prefault(const void* addr, std::size_t len) const {
-  if (len == 0 || !contains(addr, len)) return 0;
+  // Under msync (a disk file system) a write fault dirties the page-cache
+  // page, and the next msync would write back every populated page.
+  if (len == 0 || !contains(addr, len) || mode_ == devices::FlushMode::msync) return 0;
   static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   const auto b = reinterpret_cast<std::uintptr_t>(addr) / page * page;
   const auto e = (reinterpret_cast<std::uintptr_t>(addr) + len + page - 1) / page * page;

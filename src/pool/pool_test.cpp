@@ -103,6 +103,16 @@ TEST(Pool, PrefaultTakesTheFirstTouchFaultsAndKeepsTheBytes) {
   EXPECT_GE(fresh - prefaulted, static_cast<long>(kPages / 2))
       << fresh << " faults fresh, " << prefaulted << " after prefault";
 
+  // Under msync populating would dirty every page for the next msync.
+  CreateOptions msync;
+  msync.size = 4u << 20;
+  msync.flush_mode = devices::FlushMode::msync;
+  auto m = Pool::create(dir.file("m.pool"), std::move(msync));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  auto mo = m.value()->arena().alloc(1u << 20);
+  ASSERT_TRUE(mo.ok());
+  EXPECT_EQ(m.value()->prefault(m.value()->at(mo.value()), 1u << 20), 0u);
+
   EXPECT_EQ(pool->prefault(pa, 0), 0u);
   EXPECT_EQ(pool->prefault(pool->at(0) + pool->size() - 4096, 8192), 0u);  // beyond the pool
 }

@@ -273,8 +273,9 @@ class Pool {
   // on kernels without it, one read per page), so that first-touch page
   // faults are not paid inside the application's iterations. Contents are
   // not changed and nothing is written back. Returns the number of pages
-  // that were populated, 0 if the kernel refused (a hint only: the range
-  // then faults in as it is touched).
+  // that were populated, 0 if the kernel refused or the pool flushes with
+  // msync (populating would dirty every page for the next msync); a hint
+  // only: the range then faults in as it is touched.
   std::size_t prefault(const void* addr, std::size_t len) const;
 
   void marker(devices::Marker m, const char* label = "") { device_->marker(m, label); }
