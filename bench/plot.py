@@ -6,6 +6,7 @@ Usage:
   python3 bench/plot.py placement placement.json placement.png   time per iteration vs native (seed 003)
   python3 bench/plot.py stream  stream.json  stream.png    STREAM bandwidth per memory and persistence
   python3 bench/plot.py threads fig10.json   fig10.png     throughput vs threads (e.g. seed 001 Fig. 10)
+  python3 bench/plot.py streams streams.json streams.png   stream transfers and preallocation (seed 002 Figs. 3-5)
 
 overhead and placement read the "rows" the app experiments write (profile, threads,
 app, variant, label, time_per_iteration_ms, overhead_pct, vs_baseline,
@@ -184,7 +185,42 @@ def plot_threads(data, out):
     fig.savefig(out, dpi=120)
 
 
-KINDS = {"overhead": plot_overhead, "placement": plot_placement, "stream": plot_stream, "threads": plot_threads}
+def plot_streams(data, out):
+    """Left: write+read time per transfer against size, one line per mode, one
+    process. Right: seed 002's Fig. 5, effective write bandwidth against size
+    with and without preallocation."""
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5))
+    cmap = plt.get_cmap("tab10")
+    rows = [r for r in data["transfers"] if r["processes"] == 1 and r["ok"]]
+    for k, mode in enumerate(ordered(rows, "mode")):
+        pts = sorted((r["size"], (r["write_s"] + r["read_s"]) * 1e3) for r in rows if r["mode"] == mode)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=cmap(k % 10), label=mode)
+    memcpy = sorted({(r["size"], 2 * r["size"] / (r["memcpy_gbps"] * 1e9) * 1e3) for r in rows if r["memcpy_gbps"] > 0})
+    if memcpy:
+        ax.plot([p[0] for p in memcpy], [p[1] for p in memcpy], "k--", label="2 x memcpy (reference)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("bytes per process")
+    ax.set_ylabel("write + read, ms (median)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    ax.set_title("one transfer: open+write+close, open+read+close (1 process)")
+    pre = data["prealloc"]
+    for k, mode in enumerate(ordered(pre, "mode")):
+        pts = sorted((r["size"], r["gbps"]) for r in pre if r["mode"] == mode)
+        style = "-" if ("prealloc" in mode or mode == "fmemopen") else "--"
+        bx.plot([p[0] / 2**20 for p in pts], [p[1] for p in pts], style, marker=".", color=cmap(k % 10), label=mode)
+    bx.set_xscale("log", base=2)
+    bx.set_xlabel("MiB written (64 KiB fwrite calls)")
+    bx.set_ylabel("effective write bandwidth, GB/s")
+    bx.grid(alpha=0.3, which="both")
+    bx.legend(fontsize=8)
+    bx.set_title("preallocation (seed 002 Fig. 5); dashed: growing buffers")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+KINDS = {"streams": plot_streams, "overhead": plot_overhead, "placement": plot_placement, "stream": plot_stream, "threads": plot_threads}
 
 
 def main(argv):

@@ -96,6 +96,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -122,6 +123,7 @@ enum {
   CAIRN_E_LAYOUT_MISMATCH = -16,  /* stored state has another registration layout (names, sizes, pointers) */
   CAIRN_E_NO_VERSION = -17,       /* restore with nothing committed yet */
   CAIRN_E_UNSUPPORTED = -18,      /* the platform or build lacks a feature (a device, a strategy not built) */
+  CAIRN_E_BUSY = -19,             /* another live writer holds it (a stream being written) */
   /* C API only: */
   CAIRN_E_NO_MEMORY = -100, /* the library ran out of DRAM */
   CAIRN_E_INTERNAL = -101   /* an unexpected internal failure (a bug: please report it) */
@@ -454,6 +456,42 @@ typedef struct cairn_ckpt_stats {
 } cairn_ckpt_stats;
 
 int cairn_ckpt_stats_get(const cairn_ckpt* ckpt, cairn_ckpt_stats* out);
+
+/* ---- streams: files, process memory or a pool behind one FILE* (seed 002) ----
+ *
+ * A component that exchanges data with another through files changes only
+ * its open call: fopen(name, "w") becomes cairn_stream_open(name, "w", 0),
+ * and fprintf, fwrite, fread, fscanf, fseek, ftell and fclose work unchanged
+ * on the FILE* it returns. The URI says where the bytes live:
+ *
+ *   file:PATH       an ordinary file
+ *   mem:NAME        memory of this process (what open_memstream gives)
+ *   pmem:POOL#NAME  a stream in the cairn pool file POOL, shared with every
+ *                   process on the machine. fclose of a writer commits: the
+ *                   bytes are made durable, then one 8-byte commit word names
+ *                   them. A reader (of any process, before or after any
+ *                   crash) sees the last committed bytes, never a mix; a
+ *                   stream never committed is CAIRN_E_NO_VERSION.
+ *
+ * A name without a scheme is prefixed with $CAIRN_STREAM_PREFIX (e.g.
+ * "pmem:/dev/shm/run.pool#"), else opened as file:NAME. `mode` is "r" or "w"
+ * (a "b" is accepted and ignored). `size_hint` reserves bytes for a writer
+ * (0: start small and double). A pmem: writer creates POOL if it does not
+ * exist, of $CAIRN_STREAM_POOL_SIZE bytes (default 256 MiB; suffixes K, M, G).
+ *
+ * cairn_stream_open returns NULL on failure, with cairn_errormsg() set and
+ * errno set. A failed fwrite or fclose (a full pool: ENOSPC; EIO) commits
+ * nothing; cairn_stream_errormsg() then says what happened. */
+FILE* cairn_stream_open(const char* uri, const char* mode, size_t size_hint);
+/* A reader's bytes in place, without a copy; valid until fclose. */
+int cairn_stream_view(FILE* stream, const void** data, size_t* length);
+/* Waits until `uri` has a committed version (or, for file:, exists), up to
+ * timeout_seconds: CAIRN_E_NO_VERSION or CAIRN_E_NOT_FOUND on time-out. */
+int cairn_stream_wait(const char* uri, double timeout_seconds);
+/* Removes a stream (pmem: its entry; old versions stay until their readers close). */
+int cairn_stream_remove(const char* uri);
+/* This thread's last stream failure, including those inside fwrite and fclose. */
+const char* cairn_stream_errormsg(void);
 
 /* ---- misc ---- */
 

@@ -35,6 +35,7 @@ enum class Errc : int {
   layout_mismatch = 16,   // restoring into a different registration layout
   no_version = 17,        // nothing committed yet
   unsupported = 18,       // the platform or build lacks a needed feature
+  busy = 19,              // another live process or thread holds it (a stream being written)
 };
 
 const char* errc_name(Errc code) noexcept;

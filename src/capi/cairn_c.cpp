@@ -44,6 +44,7 @@ CAIRN_CHECK_CODE(CAIRN_E_NOT_READY, not_ready);
 CAIRN_CHECK_CODE(CAIRN_E_LAYOUT_MISMATCH, layout_mismatch);
 CAIRN_CHECK_CODE(CAIRN_E_NO_VERSION, no_version);
 CAIRN_CHECK_CODE(CAIRN_E_UNSUPPORTED, unsupported);
+CAIRN_CHECK_CODE(CAIRN_E_BUSY, busy);
 #undef CAIRN_CHECK_CODE
 static_assert(CAIRN_ROOT_SLOTS == cp::kRootSlots);
 static_assert(CAIRN_MIN_POOL_SIZE == cp::kMinPoolSize);
@@ -123,6 +124,7 @@ const char* cairn_strerror(int code) {
     case CAIRN_E_LAYOUT_MISMATCH: return "layout_mismatch: restoring into a different registration layout";
     case CAIRN_E_NO_VERSION: return "no_version: nothing committed yet";
     case CAIRN_E_UNSUPPORTED: return "unsupported: the platform or build lacks a needed feature";
+    case CAIRN_E_BUSY: return "busy: another live writer holds it";
     case CAIRN_E_NO_MEMORY: return "no_memory: out of memory";
     case CAIRN_E_INTERNAL: return "internal: an unexpected internal failure";
     default: return "unknown cairn error code";

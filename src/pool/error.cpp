@@ -24,6 +24,7 @@ const char* errc_name(Errc code) noexcept {
     case Errc::layout_mismatch: return "layout_mismatch";
     case Errc::no_version: return "no_version";
     case Errc::unsupported: return "unsupported";
+    case Errc::busy: return "busy";
   }
   return "unknown";
 }

@@ -13,6 +13,7 @@ void add_bench_commands(CLI::App& app);
 // `cairn bench device` (cmd_device.cpp), registered by add_bench_commands.
 void add_device_bench(CLI::App& bench);
 void add_run_commands(CLI::App& app);
+void add_stream_commands(CLI::App& app);
 
 int& exit_code();
 

@@ -17,6 +17,8 @@ std::vector<Workload> pool_publish_workloads();
 std::vector<Workload> strategy_workloads();
 // strategy.NAME or strategy.NAME.SUFFIX.
 std::string strategy_workload_name(const std::string& strategy, const std::string& suffix);
+// pmem: streams (src/stream): the directory's writer path and commit word.
+std::vector<Workload> stream_workloads();
 // The undo-log strategy: libpmemobj on its own pool file, one of the harness's
 // images (a FileStructure), and its broken variants.
 std::vector<Workload> undo_log_workloads();

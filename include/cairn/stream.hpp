@@ -1,0 +1,175 @@
+// cairn/stream.hpp — data streams that replace files between coupled components
+// (seed 002), in process memory or in a persistent pool.
+//
+// A component that exchanges data through files keeps its stdio or iostream
+// code and changes only its open call: Stream::open (C: cairn_stream_open)
+// returns a real FILE* (glibc fopencookie) and a std::iostream over the same
+// bytes. Where the bytes live is chosen by the URI:
+//
+//   file:PATH        an ordinary file (the baseline); `sync` fsyncs at close
+//   mem:NAME         process memory, named; a reader in the same process
+//                    sees what the last writer closed (open_memstream's role)
+//   pmem:POOL#NAME   a stream in a cairn pool file, shared by every process
+//                    that maps the pool. Closing a writer commits: the data is
+//                    made durable, then one aligned 8-byte commit word names
+//                    it. A reader, in this process or another, before or
+//                    after any crash, sees the last committed content bit for
+//                    bit or, if nothing was ever committed, gets
+//                    Errc::no_version; never a mix of two versions.
+//
+// A name without a scheme is prefixed with $CAIRN_STREAM_PREFIX (for example
+// "pmem:/dev/shm/run.pool#" or "mem:"), else read as file:NAME, so a
+// component keeps its own file names while the coupling decides where they go.
+//
+// Sizes: `size_hint` reserves the buffer; without it the buffer starts small
+// and doubles as it fills (each growth copies what was written: seed 002's
+// Fig. 5). Writes never truncate silently: when the pool is full the write
+// fails, the FILE* reports an error and closing it commits nothing.
+//
+// Readers see an immutable version: a pmem: writer writes a new extent and the
+// old one is kept while any reader (of any process: an OFD lock on the pool
+// file pins it, released by the kernel if the reader dies) still has it open.
+// view() is that version in place, without a copy.
+//
+// Writers and readers of one pmem: pool coordinate through an OFD lock on the
+// pool file, held only while the stream directory changes (open, growth,
+// commit, close); the bytes are written without it. One writer per stream at
+// a time (a second gets Errc::busy, naming the writer's pid). A writer that
+// dies leaves the last committed version in place; its unfinished extent is
+// reclaimed by the next process that opens a stream of the pool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cairn/error.hpp"
+
+namespace cairn::stream {
+
+enum class Mode { read, write };
+
+struct OpenOptions {
+  // Bytes to reserve for a writer (0: grow by doubling from 64 KiB).
+  std::uint64_t size_hint = 0;
+  // file: fsync the file (and rename nothing) when a writer closes.
+  bool sync = false;
+  // pmem: size of the pool file a writer creates when it does not exist yet
+  // (0: $CAIRN_STREAM_POOL_SIZE, else 256 MiB). The pool's space is
+  // allocated when it is created, so a full device shows then, not later.
+  std::uint64_t pool_size = 0;
+  // Readers: wait up to this many seconds for a first commit instead of
+  // failing at once with Errc::no_version / Errc::not_found.
+  double wait_seconds = 0;
+};
+
+// What one stream holds (pmem: from the pool's directory).
+struct Info {
+  std::string name;
+  std::uint64_t length = 0;    // committed bytes
+  std::uint64_t version = 0;   // commits so far (0: never committed)
+  std::uint64_t capacity = 0;  // bytes reserved for the committed version
+  int writer_pid = 0;          // a live writer, 0 if none
+};
+
+class Handle;  // the backend behind one open stream (internal)
+
+class Stream {
+ public:
+  // Opens `uri` (see above; a name without a scheme goes through
+  // $CAIRN_STREAM_PREFIX) for reading or writing.
+  static Result<std::unique_ptr<Stream>> open(std::string_view uri, Mode mode, const OpenOptions& options = {});
+
+  ~Stream();  // an unclosed writer is closed (committed) here; errors are lost: call close()
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // The stdio handle; owned by the Stream (do not fclose it: call close()).
+  std::FILE* file() const { return file_; }
+  // A std::iostream over the same FILE* (formatted I/O, read, write, seekg).
+  std::iostream& ios();
+  // Readers: the committed bytes in place (valid until close()). Writers: empty.
+  std::span<const std::byte> view() const;
+  // The URI after prefix mapping.
+  const std::string& uri() const { return uri_; }
+  Mode mode() const { return mode_; }
+
+  // Writers: flush and commit (pmem: durable, then the commit word; mem:
+  // publish; file: close, fsync if asked). Readers: release the version.
+  // A writer that saw any error (pool full, I/O error) commits nothing and
+  // returns that error.
+  Result<void> close();
+  // Hands the FILE* to the caller (the C API): fclose then commits or
+  // releases, and frees everything. The Stream is empty afterwards.
+  std::FILE* release();
+
+ private:
+  Stream() = default;
+  std::FILE* file_ = nullptr;
+  std::shared_ptr<Handle> handle_;
+  std::unique_ptr<std::iostream> ios_;
+  std::unique_ptr<std::streambuf> buf_;
+  std::string uri_;
+  Mode mode_ = Mode::read;
+};
+
+// The URI `name` maps to: unchanged if it has a scheme, else
+// $CAIRN_STREAM_PREFIX + name, else "file:" + name.
+std::string resolve(std::string_view name);
+
+// Waits until `uri` has a committed version (pmem:, mem:) or exists (file:),
+// up to `timeout_seconds`; Errc::no_version / Errc::not_found on time-out.
+Result<void> wait(std::string_view uri, double timeout_seconds);
+
+// Removes a stream (pmem: its directory entry and extents, once no reader
+// holds them; mem: the name; file: the file).
+Result<void> remove(std::string_view uri);
+
+// The streams of a pmem: pool file, or of this process's mem: names
+// ("mem:"), sorted by name.
+Result<std::vector<Info>> list(std::string_view where);
+
+// ---- staging (seed 003): node-local persistent memory <-> a file system ----
+
+struct StageOptions {
+  unsigned threads = 0;  // copy threads; 0: every hardware thread
+  // Called from the calling thread about every 0.2 s and once at the end.
+  std::function<void(std::uint64_t done_bytes, std::uint64_t total_bytes)> progress;
+};
+
+struct StageReport {
+  std::uint64_t items = 0;  // streams or files copied
+  std::uint64_t bytes = 0;
+  double seconds = 0;
+};
+
+// Copies out to directory `dir` (created if missing): every committed stream
+// of `from` = pmem:POOL, one stream pmem:POOL#NAME, or every mem: stream
+// ("mem:"), each to DIR/NAME (a name's '/' make subdirectories); or, if
+// `from` has no scheme, that file as it is (a whole pool: stage it when no
+// writer is active). Files are written in 16 MiB chunks by all threads and
+// fsynced.
+Result<StageReport> stage_out(std::string_view from, const std::string& dir, const StageOptions& options = {});
+// Copies in every regular file under directory `from` (or the one file
+// `from`) to `to`: pmem:POOL makes each a committed stream named by its path
+// relative to `from` (pmem:POOL#NAME for a single file), or, if `to` has no
+// scheme, a file in directory `to`. Streams are written one per thread.
+Result<StageReport> stage_in(const std::string& from, std::string_view to, const StageOptions& options = {});
+
+// The bytes behind a reader FILE* that Stream::open or cairn_stream_open
+// returned (empty for writers); valid until that FILE* is closed.
+Result<std::span<const std::byte>> view(std::FILE* f);
+
+// "<code>: <message>" of this thread's last failed stream operation,
+// including the FILE* callbacks behind fwrite, fread and fclose (whose own
+// failures only set errno: ENOSPC when the pool is full, EBUSY, EIO).
+const std::string& last_error_message();
+
+}  // namespace cairn::stream

@@ -1,0 +1,188 @@
+// directory.hpp — the on-media directory of the pmem: streams of one pool:
+// which streams exist, where each one's committed bytes are, and who is
+// writing a new version.
+//
+// Layout: root slot kStreamRoot of the pool names one extent holding a
+// DirHeader followed by `entry_count` StreamEntry records of 256 bytes.
+//
+// A stream's commit protocol (Directory::commit), in this order:
+//   1. the new bytes, in an extent of their own, are durable (the writer
+//      persisted them);
+//   2. desc[1 - live] = {offset, length, capacity, check} is persisted;
+//   3. the commit word = (version << 1) | (1 - live) is stored (one aligned
+//      8-byte store) and persisted: the commit point.
+// A crash before 3 leaves the previous version live; after it, the new one.
+// desc[live] is never written while it is live.
+//
+// Allocation state is derived, as for every cairn structure: reclaim()
+// rebuilds the arena from the directory extent, every committed extent, the
+// unfinished extents of writers that are still alive, and extents that a
+// reader still pins. Nothing here is logged. Owner and pin state lives in the
+// shared mapping only (it means nothing after a power failure: every process
+// is dead then), so it needs no persisting; names, descriptors and commit
+// words are persisted.
+//
+// The caller serialises every call on one pool (the pool lock of
+// stream.cpp: a mutex plus an OFD lock on the pool file). Hooks answer the
+// two questions that need the operating system: is a writer alive, and is an
+// extent pinned by a reader. The crash simulator's images answer "no" to
+// both (a crash kills every process).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cairn/error.hpp"
+#include "cairn/extended/pool.hpp"
+
+namespace cairn::stream::detail {
+
+inline constexpr unsigned kStreamRoot = 0;                         // the pool root slot of the directory
+inline constexpr std::uint64_t kDirMagic = 0x5352545352494143ULL;  // "CAIRSTRS"
+inline constexpr std::uint32_t kDirVersion = 1;
+inline constexpr std::size_t kNameMax = 127;  // bytes, without the NUL
+inline constexpr unsigned kRetiredMax = 240;
+
+struct Extent {
+  std::uint64_t offset;
+  std::uint64_t capacity;
+};
+
+struct StreamDesc {
+  std::uint64_t offset;    // extent of the version's bytes (0: empty stream)
+  std::uint64_t length;    // bytes written
+  std::uint64_t capacity;  // bytes of the extent
+  std::uint64_t check;     // checksum of the fields above and the version
+};
+
+// Who writes a stream now. Shared-memory state: never persisted.
+struct Owner {
+  std::uint64_t pid;    // 0: nobody
+  std::uint64_t start;  // the process's start time (clock ticks after boot): tells a reused pid
+  std::uint64_t nonce;  // the writing Store (two in one process are different writers)
+};
+
+struct StreamEntry {
+  std::uint64_t commit;      // (version << 1) | live desc; 0: never committed
+  std::uint64_t name_check;  // checksum of the name; 0: free entry
+  StreamDesc desc[2];
+  Extent pending;  // a writer's extent, not yet committed (shared memory only)
+  Owner owner;     // shared memory only
+  std::uint64_t reserved;
+  char name[kNameMax + 1];
+};
+static_assert(sizeof(StreamEntry) == 256);
+static_assert(offsetof(StreamEntry, commit) == 0);
+
+struct DirHeader {
+  std::uint64_t magic;
+  std::uint32_t version;
+  std::uint32_t entry_size;
+  std::uint64_t entry_count;
+  std::uint64_t check;  // over the four fields above
+  // Shared-memory state below: extents no descriptor names any more that a
+  // reader may still pin; reclaim() frees each one once nobody does.
+  std::uint64_t retired_count;
+  Extent retired[kRetiredMax];
+  std::uint64_t reserved[27];
+};
+static_assert(sizeof(DirHeader) == 4096);
+
+struct Hooks {
+  // Is this writer alive? Default: nobody is (the crash simulator's view).
+  std::function<bool(const Owner&)> alive;
+  // Can the extent at `offset` be reused (no reader pins it)? Default: yes.
+  std::function<bool(std::uint64_t offset)> unpinned;
+  // Taken around the directory change inside write() (growth); the caller
+  // holds the same lock around every other call. Default: none.
+  std::function<void()> lock, unlock;
+};
+
+struct Committed {
+  std::uint64_t version = 0;
+  StreamDesc desc{};
+  const std::byte* data = nullptr;  // in the pool mapping
+};
+
+class Directory {
+ public:
+  // Builds an empty directory with `entries` slots in a fresh pool and
+  // publishes it in root slot kStreamRoot (the pool's only publish).
+  static Result<Directory> format(pool::Pool& pool, std::uint32_t entries, Hooks hooks = {});
+  // Validates the directory of an existing pool and rebuilds the arena.
+  static Result<Directory> attach(pool::Pool& pool, Hooks hooks = {});
+
+  pool::Pool& pool() const { return *pool_; }
+  std::uint64_t entry_count() const { return header()->entry_count; }
+
+  // Rebuilds the arena from what is reachable or in use (see the top). Called
+  // before every allocation: another process may have changed the directory.
+  Result<void> reclaim();
+
+  // The entry named `name`, or -1.
+  long find(std::string_view name) const;
+  // The committed version of `name`: Errc::not_found (no such stream),
+  // Errc::no_version (never committed), Errc::corrupted (descriptor fails
+  // its check).
+  Result<Committed> committed(std::string_view name) const;
+  Result<Committed> committed(long entry) const;
+
+  // A writer starts a new version of `name` (creating the entry, its name
+  // persisted) in a fresh extent of at least `capacity` bytes. Errc::busy if
+  // a live writer holds it, Errc::out_of_space if the pool or the directory
+  // is full, Errc::invalid_argument for a bad name.
+  Result<long> begin_write(std::string_view name, std::uint64_t capacity, const Owner& me);
+  std::byte* pending_data(long entry) const;
+  std::uint64_t pending_capacity(long entry) const { return at(entry).pending.capacity; }
+  // Moves the pending extent to one of at least `capacity` bytes, copying
+  // (and not persisting: commit does) the first `used` bytes.
+  Result<void> grow(long entry, std::uint64_t capacity, std::uint64_t used);
+  // A writer's bytes: copies n bytes to position `pos` of the pending extent
+  // (flushed or non-temporal, not fenced), growing it by doubling when
+  // needed (under hooks.lock) and zero-filling a gap; `length` is the bytes
+  // written so far and is updated. Needs no lock unless it grows.
+  Result<void> write(long entry, std::uint64_t pos, const void* buf, std::size_t n, std::uint64_t& length);
+  // Makes the first `length` pending bytes durable (a fence, or a full
+  // write-back when threads other than the committing one wrote some: a
+  // fence orders only its own thread's stores) and commits them.
+  Result<std::uint64_t> finish(long entry, std::uint64_t length, bool other_threads_wrote);
+  // Commits `length` bytes of the pending extent, which the caller made
+  // durable; see the protocol at the top. Marks Marker::commit_point.
+  Result<std::uint64_t> commit(long entry, std::uint64_t length);
+  // Drops the pending extent without committing.
+  void abandon(long entry);
+  // Deletes the stream: its commit word first (readers then see "not found"),
+  // then its name. Errc::busy while a live writer holds it.
+  Result<void> remove(std::string_view name);
+
+  struct Listed {
+    std::string name;
+    std::uint64_t version, length, capacity;
+    std::uint64_t writer_pid;
+  };
+  std::vector<Listed> list() const;
+  // Arena blocks the committed state reaches (directory + live extents).
+  std::uint64_t committed_blocks() const;
+
+ private:
+  Directory(pool::Pool& pool, std::uint64_t offset, Hooks hooks);
+  DirHeader* header() const { return reinterpret_cast<DirHeader*>(pool_->at(offset_)); }
+  StreamEntry& at(long i) const { return reinterpret_cast<StreamEntry*>(pool_->at(offset_ + sizeof(DirHeader)))[i]; }
+  bool alive(const Owner& o) const { return o.pid != 0 && hooks_.alive && hooks_.alive(o); }
+  bool unpinned(std::uint64_t off) const { return !hooks_.unpinned || hooks_.unpinned(off); }
+  void retire(const Extent& e);
+  Result<std::uint64_t> allocate(std::uint64_t capacity);
+
+  pool::Pool* pool_;
+  std::uint64_t offset_;
+  Hooks hooks_;
+};
+
+std::uint64_t desc_check(const StreamDesc& d, std::uint64_t version) noexcept;
+std::uint64_t directory_bytes(std::uint32_t entries) noexcept;
+
+}  // namespace cairn::stream::detail

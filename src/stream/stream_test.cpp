@@ -1,0 +1,416 @@
+// stream_test.cpp — file:, mem: and pmem: streams: stdio and iostream round
+// trips, views, growth, prefix mapping, commit visibility across processes,
+// reader pins, killed writers and every error a user can cause.
+#include "cairn/stream.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cairn/extended/pool.hpp"
+#include "stream/directory.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace cs = cairn::stream;
+using cairn::Errc;
+
+namespace {
+
+std::vector<unsigned char> pattern(std::size_t n, unsigned seed) {
+  std::vector<unsigned char> v(n);
+  std::uint32_t x = seed * 2654435761u + 1;
+  for (auto& b : v) {
+    x = x * 1664525u + 1013904223u;
+    b = static_cast<unsigned char>(x >> 24);
+  }
+  return v;
+}
+
+std::unique_ptr<cs::Stream> open_ok(const std::string& uri, cs::Mode m, cs::OpenOptions o = {}) {
+  auto s = cs::Stream::open(uri, m, o);
+  EXPECT_TRUE(s.ok()) << uri << ": " << (s.ok() ? "" : s.error().message);
+  return s.ok() ? std::move(s.value()) : nullptr;
+}
+
+void write_bytes(const std::string& uri, const std::vector<unsigned char>& bytes, cs::OpenOptions o = {}) {
+  auto s = open_ok(uri, cs::Mode::write, o);
+  ASSERT_TRUE(s);
+  ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), s->file()), bytes.size());
+  auto r = s->close();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+}
+
+std::vector<unsigned char> read_bytes(const std::string& uri) {
+  auto s = open_ok(uri, cs::Mode::read);
+  if (!s) return {};
+  auto v = s->view();
+  return std::vector<unsigned char>(reinterpret_cast<const unsigned char*>(v.data()),
+                                    reinterpret_cast<const unsigned char*>(v.data()) + v.size());
+}
+
+class Streams : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override { ::setenv("CAIRN_STREAM_POOL_SIZE", "64M", 1); }
+  std::string uri(const std::string& name) const {
+    const std::string kind = GetParam();
+    if (kind == "file") return "file:" + dir_.file(name);
+    if (kind == "mem") return "mem:" + dir_.path() + "/" + name;
+    return "pmem:" + dir_.file("streams.pool") + "#" + name;
+  }
+  cairn::testing::TempDir dir_;
+};
+
+TEST_P(Streams, StdioRoundTripWithSeekAndTell) {
+  const std::string u = uri("mesh.txt");
+  {
+    auto w = open_ok(u, cs::Mode::write);
+    ASSERT_TRUE(w);
+    FILE* f = w->file();
+    for (int i = 0; i < 1000; ++i) std::fprintf(f, "%d %.17g\n", i, i * 0.125);
+    EXPECT_GT(std::ftell(f), 0);
+    ASSERT_TRUE(w->close().ok());
+  }
+  auto r = open_ok(u, cs::Mode::read);
+  ASSERT_TRUE(r);
+  FILE* f = r->file();
+  for (int i = 0; i < 1000; ++i) {
+    int k = -1;
+    double x = -1;
+    ASSERT_EQ(std::fscanf(f, "%d %lg", &k, &x), 2);
+    EXPECT_EQ(k, i);
+    EXPECT_EQ(x, i * 0.125);
+  }
+  int more = 0;
+  EXPECT_EQ(std::fscanf(f, "%d", &more), EOF);
+  ASSERT_EQ(std::fseek(f, 0, SEEK_END), 0);
+  const long end = std::ftell(f);
+  EXPECT_EQ(static_cast<std::size_t>(end), r->view().size());
+  ASSERT_EQ(std::fseek(f, 2, SEEK_SET), 0);
+  char buf[4] = {};
+  ASSERT_EQ(std::fread(buf, 1, 3, f), 3u);
+  EXPECT_STREQ(buf, "0\n1");
+  EXPECT_NE(std::fseek(f, end + 1, SEEK_SET), 0) << "a reader cannot seek past the end";
+}
+
+TEST_P(Streams, BinaryWritesGrowAndTheViewHoldsEveryByte) {
+  // 5 MiB without a size hint: the buffer doubles from 64 KiB several times.
+  const auto bytes = pattern(5u << 20, 7);
+  write_bytes(uri("big.bin"), bytes);
+  EXPECT_EQ(read_bytes(uri("big.bin")), bytes);
+  cs::OpenOptions o;
+  o.size_hint = bytes.size();
+  write_bytes(uri("pre.bin"), bytes, o);
+  EXPECT_EQ(read_bytes(uri("pre.bin")), bytes);
+}
+
+TEST_P(Streams, SeekingPastTheEndOfAWriterLeavesZeros) {
+  const std::string u = uri("holes");
+  auto w = open_ok(u, cs::Mode::write);
+  ASSERT_TRUE(w);
+  std::fputs("ab", w->file());
+  ASSERT_EQ(std::fseek(w->file(), 10, SEEK_SET), 0);
+  std::fputs("cd", w->file());
+  ASSERT_EQ(std::fseek(w->file(), 0, SEEK_SET), 0);
+  std::fputc('A', w->file());
+  ASSERT_TRUE(w->close().ok());
+  const auto got = read_bytes(u);
+  const std::vector<unsigned char> want = {'A', 'b', 0, 0, 0, 0, 0, 0, 0, 0, 'c', 'd'};
+  EXPECT_EQ(got, want);
+}
+
+TEST_P(Streams, IostreamOverTheSameStream) {
+  const std::string u = uri("fields");
+  {
+    auto w = open_ok(u, cs::Mode::write);
+    ASSERT_TRUE(w);
+    w->ios() << "size_field " << 42 << ' ' << 3.5 << '\n';
+    const int raw[3] = {0, 3, 13};
+    w->ios().write(reinterpret_cast<const char*>(raw), sizeof raw);
+    ASSERT_TRUE(w->close().ok());
+  }
+  auto r = open_ok(u, cs::Mode::read);
+  ASSERT_TRUE(r);
+  std::string word;
+  int n = 0;
+  double x = 0;
+  r->ios() >> word >> n >> x;
+  EXPECT_EQ(word, "size_field");
+  EXPECT_EQ(n, 42);
+  EXPECT_EQ(x, 3.5);
+  r->ios().get();  // the newline
+  int raw[3] = {};
+  r->ios().read(reinterpret_cast<char*>(raw), sizeof raw);
+  EXPECT_EQ(raw[2], 13);
+  r->ios().seekg(0, std::ios::end);
+  EXPECT_EQ(static_cast<std::size_t>(r->ios().tellg()), r->view().size());
+}
+
+TEST_P(Streams, ReaderOfAMissingStreamGetsNotFound) {
+  auto r = cs::Stream::open(uri("absent"), cs::Mode::read);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::not_found) << r.error().message;
+  EXPECT_NE(r.error().message.find("absent"), std::string::npos) << r.error().message;
+}
+
+TEST_P(Streams, ANewVersionReplacesTheOldOneOnlyAtClose) {
+  const std::string u = uri("state");
+  write_bytes(u, pattern(100000, 1));
+  auto w = open_ok(u, cs::Mode::write);
+  ASSERT_TRUE(w);
+  const auto v2 = pattern(300000, 2);
+  ASSERT_EQ(std::fwrite(v2.data(), 1, v2.size(), w->file()), v2.size());
+  std::fflush(w->file());
+  if (std::string(GetParam()) != "file") {
+    EXPECT_EQ(read_bytes(u), pattern(100000, 1)) << "not committed yet";
+  }
+  ASSERT_TRUE(w->close().ok());
+  EXPECT_EQ(read_bytes(u), v2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, Streams, ::testing::Values("file", "mem", "pmem"));
+
+class PmemStreams : public ::testing::Test {
+ protected:
+  void SetUp() override { ::setenv("CAIRN_STREAM_POOL_SIZE", "16M", 1); }
+  std::string pool() const { return dir_.file("s.pool"); }
+  std::string uri(const std::string& name) const { return "pmem:" + pool() + "#" + name; }
+  cairn::testing::TempDir dir_;
+};
+
+TEST_F(PmemStreams, PrefixMapsPlainNames) {
+  ::setenv("CAIRN_STREAM_PREFIX", ("pmem:" + pool() + "#").c_str(), 1);
+  EXPECT_EQ(cs::resolve("solution.dat"), uri("solution.dat"));
+  EXPECT_EQ(cs::resolve("mem:x"), "mem:x");
+  write_bytes("solution.dat", pattern(1000, 3));
+  ::unsetenv("CAIRN_STREAM_PREFIX");
+  EXPECT_EQ(cs::resolve("solution.dat"), "file:solution.dat");
+  EXPECT_EQ(read_bytes(uri("solution.dat")), pattern(1000, 3));
+}
+
+TEST_F(PmemStreams, TheViewPointsIntoThePoolAndStaysWhileNewerVersionsAreWritten) {
+  write_bytes(uri("a"), pattern(200000, 1));
+  auto r = open_ok(uri("a"), cs::Mode::read);
+  ASSERT_TRUE(r);
+  const auto held = r->view();
+  // Every later commit would reuse the first extent without the reader's pin.
+  for (unsigned v = 2; v <= 6; ++v) write_bytes(uri("a"), pattern(200000, v));
+  EXPECT_EQ(0, std::memcmp(held.data(), pattern(200000, 1).data(), held.size())) << "a pinned version was reused";
+  EXPECT_EQ(read_bytes(uri("a")), pattern(200000, 6));
+  ASSERT_TRUE(r->close().ok());
+  // Once released, the old extents are reused: the pool does not fill up.
+  for (unsigned v = 7; v <= 200; ++v) write_bytes(uri("a"), pattern(200000, v));
+  EXPECT_EQ(read_bytes(uri("a")), pattern(200000, 200));
+}
+
+TEST_F(PmemStreams, NeverCommittedAndBusyAndRemoved) {
+  auto w = open_ok(uri("x"), cs::Mode::write);
+  ASSERT_TRUE(w);
+  auto r = cs::Stream::open(uri("x"), cs::Mode::read);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::no_version) << r.error().message;
+  auto w2 = cs::Stream::open(uri("x"), cs::Mode::write);
+  ASSERT_FALSE(w2.ok());
+  EXPECT_EQ(w2.error().code, Errc::busy);
+  EXPECT_NE(w2.error().message.find(std::to_string(::getpid())), std::string::npos) << w2.error().message;
+  std::fputs("hello", w->file());
+  ASSERT_TRUE(w->close().ok());
+  auto l = cs::list(pool());
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(l.value().size(), 1u);
+  EXPECT_EQ(l.value()[0].name, "x");
+  EXPECT_EQ(l.value()[0].length, 5u);
+  EXPECT_EQ(l.value()[0].version, 1u);
+  ASSERT_TRUE(cs::remove(uri("x")).ok());
+  auto gone = cs::Stream::open(uri("x"), cs::Mode::read);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().code, Errc::not_found);
+}
+
+TEST_F(PmemStreams, AFullPoolFailsTheWriteAndKeepsTheOldVersion) {
+  write_bytes(uri("big"), pattern(1000, 9));
+  auto w = open_ok(uri("big"), cs::Mode::write);
+  ASSERT_TRUE(w);
+  const auto huge = pattern(20u << 20, 4);  // more than the 16 MiB pool
+  const std::size_t n = std::fwrite(huge.data(), 1, huge.size(), w->file());
+  EXPECT_LT(n, huge.size());
+  EXPECT_TRUE(std::ferror(w->file()));
+  auto c = w->close();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().code, Errc::out_of_space) << c.error().message;
+  EXPECT_NE(cs::last_error_message().find("no room"), std::string::npos) << cs::last_error_message();
+  EXPECT_EQ(read_bytes(uri("big")), pattern(1000, 9));
+  write_bytes(uri("big"), pattern(4u << 20, 5));  // the failed writer's space came back
+  EXPECT_EQ(read_bytes(uri("big")), pattern(4u << 20, 5));
+}
+
+TEST_F(PmemStreams, BadUrisAndForeignPools) {
+  // ("ftp:x" is no URI but a file name: it maps to file:ftp:x.)
+  EXPECT_EQ(cs::resolve("ftp:x"), "file:ftp:x");
+  for (const char* bad : {"pmem:nohash", "pmem:#name", "pmem:/x/p.pool#", "mem:", "file:"}) {
+    auto s = cs::Stream::open(bad, cs::Mode::read);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.error().code, Errc::invalid_argument) << bad;
+  }
+  auto longname = cs::Stream::open(uri(std::string(200, 'n')), cs::Mode::write);
+  ASSERT_FALSE(longname.ok());
+  EXPECT_EQ(longname.error().code, Errc::invalid_argument);
+  // A cairn pool made for something else, and a file that is no pool.
+  {
+    auto p = cairn::pool::Pool::create(dir_.file("other.pool"), {.size = 4u << 20});
+    ASSERT_TRUE(p.ok());
+  }
+  auto other = cs::Stream::open("pmem:" + dir_.file("other.pool") + "#s", cs::Mode::write);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code, Errc::foreign_file) << other.error().message;
+  std::ofstream(dir_.file("text.pool")) << std::string(2 << 20, 'x');
+  auto text = cs::Stream::open("pmem:" + dir_.file("text.pool") + "#s", cs::Mode::read);
+  ASSERT_FALSE(text.ok());
+  EXPECT_EQ(text.error().code, Errc::foreign_file) << text.error().message;
+  auto missing = cs::Stream::open(uri("s"), cs::Mode::read);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, Errc::not_found) << missing.error().message;
+}
+
+TEST_F(PmemStreams, ADamagedDescriptorIsReportedNotRead) {
+  write_bytes(uri("d"), pattern(5000, 1));
+  {
+    // Flip one bit of the committed descriptor's length, as bad media would.
+    auto p = cairn::pool::Pool::open(pool());
+    ASSERT_TRUE(p.ok());
+    const auto root = p.value()->root(cairn::stream::detail::kStreamRoot);
+    auto* e = reinterpret_cast<cairn::stream::detail::StreamEntry*>(p.value()->at(root.offset) +
+                                                                    sizeof(cairn::stream::detail::DirHeader));
+    e[0].desc[e[0].commit & 1].length ^= 4;
+  }
+  auto r = cs::Stream::open(uri("d"), cs::Mode::read);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::corrupted) << r.error().message;
+}
+
+// Another process commits; this one reads, waits, and survives its death.
+TEST_F(PmemStreams, AStreamCommittedByAnotherProcessIsReadHere) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto s = cs::Stream::open(uri("from-child"), cs::Mode::write);
+    if (!s.ok()) ::_exit(2);
+    const auto b = pattern(3u << 20, 11);
+    std::fwrite(b.data(), 1, b.size(), s.value()->file());
+    ::_exit(s.value()->close().ok() ? 0 : 3);
+  }
+  ASSERT_TRUE(cs::wait(uri("from-child"), 30).ok());
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(read_bytes(uri("from-child")), pattern(3u << 20, 11));
+}
+
+TEST_F(PmemStreams, AWriterKilledMidStreamLeavesTheLastCommittedVersion) {
+  write_bytes(uri("sol"), pattern(1u << 20, 1));
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto s = cs::Stream::open(uri("sol"), cs::Mode::write);
+    if (!s.ok()) ::_exit(2);
+    const auto b = pattern(6u << 20, 12);  // grows the pending extent twice
+    std::fwrite(b.data(), 1, b.size(), s.value()->file());
+    std::fflush(s.value()->file());
+    (void)!::write(ready[1], "x", 1);
+    ::pause();  // killed here, never closed
+    ::_exit(4);
+  }
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  // The live writer holds the stream.
+  auto busy = cs::Stream::open(uri("sol"), cs::Mode::write);
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.error().code, Errc::busy);
+  EXPECT_NE(busy.error().message.find(std::to_string(child)), std::string::npos) << busy.error().message;
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  EXPECT_EQ(read_bytes(uri("sol")), pattern(1u << 20, 1));
+  // The dead writer's extent is reclaimed: a 12 MiB stream fits in the 16 MiB
+  // pool only if its 8 MiB pending extent was freed.
+  write_bytes(uri("sol"), pattern(12u << 20, 13));
+  EXPECT_EQ(read_bytes(uri("sol")), pattern(12u << 20, 13));
+}
+
+TEST_F(PmemStreams, StageOutAndBackInKeepsEveryByte) {
+  ::setenv("CAIRN_STREAM_POOL_SIZE", "128M", 1);
+  const std::vector<std::pair<std::string, std::vector<unsigned char>>> streams = {
+      {"mesh/part-0", pattern(40u << 20, 1)},  // several 16 MiB chunks over 2 threads
+      {"mesh/part-1", pattern(3000, 2)},
+      {"fields.txt", pattern(0, 3)}};
+  for (const auto& [name, bytes] : streams) write_bytes(uri(name), bytes);
+  std::vector<std::uint64_t> seen;
+  cs::StageOptions o;
+  o.threads = 2;
+  o.progress = [&](std::uint64_t done, std::uint64_t) { seen.push_back(done); };
+  auto out = cs::stage_out("pmem:" + pool(), dir_.file("pfs"), o);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_EQ(out.value().items, 3u);
+  EXPECT_EQ(out.value().bytes, (40u << 20) + 3000u);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), out.value().bytes);
+  for (const auto& [name, bytes] : streams) EXPECT_EQ(read_bytes("file:" + dir_.file("pfs/" + name)), bytes) << name;
+  // Back into another pool, each file a committed stream named by its path.
+  const std::string other = dir_.file("other.pool");
+  auto in = cs::stage_in(dir_.file("pfs"), "pmem:" + other, o);
+  ASSERT_TRUE(in.ok()) << in.error().message;
+  EXPECT_EQ(in.value().items, 3u);
+  for (const auto& [name, bytes] : streams) EXPECT_EQ(read_bytes("pmem:" + other + "#" + name), bytes) << name;
+  // A whole pool file, as it is.
+  auto whole = cs::stage_out(other, dir_.file("copy"), o);
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  for (const auto& [name, bytes] : streams)
+    EXPECT_EQ(read_bytes("pmem:" + dir_.file("copy/other.pool") + "#" + name), bytes) << name;
+  // A name that would leave the directory is refused.
+  write_bytes(uri("../escape"), pattern(10, 4));
+  auto bad = cs::stage_out(uri("../escape"), dir_.file("pfs2"), o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, Errc::invalid_argument);
+}
+
+TEST(MemStreams, ReadersKeepTheVersionTheyOpened) {
+  write_bytes("mem:shared", pattern(1000, 1));
+  auto r = open_ok("mem:shared", cs::Mode::read);
+  ASSERT_TRUE(r);
+  write_bytes("mem:shared", pattern(1000, 2));
+  const auto v = r->view();
+  EXPECT_EQ(0, std::memcmp(v.data(), pattern(1000, 1).data(), v.size()));
+  EXPECT_EQ(read_bytes("mem:shared"), pattern(1000, 2));
+  auto l = cs::list("mem:");
+  ASSERT_TRUE(l.ok());
+  ASSERT_FALSE(l.value().empty());
+  EXPECT_EQ(l.value()[0].version, 2u);
+  ASSERT_TRUE(cs::remove("mem:shared").ok());
+}
+
+TEST(FileStreams, SyncAndErrors) {
+  cairn::testing::TempDir dir;
+  cs::OpenOptions o;
+  o.sync = true;
+  write_bytes("file:" + dir.file("a.dat"), pattern(10000, 1), o);
+  EXPECT_EQ(read_bytes("file:" + dir.file("a.dat")), pattern(10000, 1));
+  auto d = cs::Stream::open("file:" + dir.path(), cs::Mode::read);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error().code, Errc::is_directory);
+  auto nodir = cs::Stream::open("file:" + dir.file("no/such/dir"), cs::Mode::write);
+  ASSERT_FALSE(nodir.ok());
+  EXPECT_EQ(nodir.error().code, Errc::not_found);
+}
+
+}  // namespace
