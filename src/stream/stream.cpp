@@ -227,7 +227,10 @@ Result<std::shared_ptr<Store>> Store::get(const std::string& path, bool create, 
   if (auto it = registry.find(key); it != registry.end()) {
     // A forked child must not use its parent's Store: the same open file
     // description would share the parent's locks, and the owner is the parent.
-    if (it->second->pid_ == ::getpid()) {
+    // Nor may a Store of a file since deleted (tmpfs reuses inode numbers).
+    struct stat mine {};
+    const bool same_file = ::fstat(it->second->fd_, &mine) == 0 && mine.st_nlink > 0 && mine.st_ino == st.st_ino;
+    if (it->second->pid_ == ::getpid() && same_file) {
       it->second->used_ = ++uses;
       return it->second;
     }
@@ -413,8 +416,8 @@ class FileReader : public MemoryReader {
 class BufferCache {
  public:
   static BufferCache& get() {
-    static BufferCache c;
-    return c;
+    static auto* c = new BufferCache;  // never destroyed: versions may outlive statics at exit
+    return *c;
   }
   // The smallest cached buffer of at least `cap` bytes, or {nullptr, 0}.
   std::pair<void*, std::uint64_t> take(std::uint64_t cap) {
@@ -459,8 +462,8 @@ struct MemRegistry {
   std::map<std::string, bool> writing;
 };
 MemRegistry& mem_registry() {
-  static MemRegistry r;
-  return r;
+  static auto* r = new MemRegistry;  // never destroyed (see BufferCache)
+  return *r;
 }
 
 class MemWriter : public Handle {
