@@ -182,6 +182,9 @@ double prealloc_once(const std::string& mode, std::uint64_t size, const std::vec
   stream::OpenOptions o;
   if (pre) o.size_hint = size;
   const std::string uri = mode.rfind("pmem", 0) == 0 ? "pmem:" + pool + "#curve" : "mem:curve";
+  // A new stream each time: an existing one would reserve its last length.
+  (void)stream::remove(uri);
+  t0 = Clock::now();
   auto s = stream::Stream::open(uri, stream::Mode::write, o);
   if (!s.ok()) return -1;
   for (std::uint64_t off = 0; off < size; off += kChunk)

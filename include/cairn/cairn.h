@@ -476,7 +476,8 @@ int cairn_ckpt_stats_get(const cairn_ckpt* ckpt, cairn_ckpt_stats* out);
  * A name without a scheme is prefixed with $CAIRN_STREAM_PREFIX (e.g.
  * "pmem:/dev/shm/run.pool#"), else opened as file:NAME. `mode` is "r" or "w"
  * (a "b" is accepted and ignored). `size_hint` reserves bytes for a writer
- * (0: start small and double). A pmem: writer creates POOL if it does not
+ * (0: the length of the stream's last version, at least 64 KiB; the buffer
+ * doubles when full). A pmem: writer creates POOL if it does not
  * exist, of $CAIRN_STREAM_POOL_SIZE bytes (default 256 MiB; suffixes K, M, G).
  *
  * cairn_stream_open returns NULL on failure, with cairn_errormsg() set and

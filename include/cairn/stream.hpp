@@ -21,10 +21,11 @@
 // "pmem:/dev/shm/run.pool#" or "mem:"), else read as file:NAME, so a
 // component keeps its own file names while the coupling decides where they go.
 //
-// Sizes: `size_hint` reserves the buffer; without it the buffer starts small
-// and doubles as it fills (each growth copies what was written: seed 002's
-// Fig. 5). Writes never truncate silently: when the pool is full the write
-// fails, the FILE* reports an error and closing it commits nothing.
+// Sizes: `size_hint` reserves the buffer; without it the buffer starts at the
+// length of the stream's last version (at least 64 KiB) and doubles as it
+// fills (each growth copies what was written: seed 002's Fig. 5), so a
+// component that writes a stream every cycle pays for growth once. Writes never truncate silently: when the pool is
+// full the write fails, the FILE* reports an error and closing it commits nothing.
 //
 // Readers see an immutable version: a pmem: writer writes a new extent and the
 // old one is kept while any reader (of any process: an OFD lock on the pool
@@ -57,7 +58,8 @@ namespace cairn::stream {
 enum class Mode { read, write };
 
 struct OpenOptions {
-  // Bytes to reserve for a writer (0: grow by doubling from 64 KiB).
+  // Bytes to reserve for a writer (0: the length of the stream's last
+  // committed version, at least 64 KiB; the buffer doubles when full).
   std::uint64_t size_hint = 0;
   // file: fsync the file (and rename nothing) when a writer closes.
   bool sync = false;

@@ -247,6 +247,7 @@ Result<void> Directory::grow(long entry, std::uint64_t capacity, std::uint64_t u
 }
 
 Result<void> Directory::write(long entry, std::uint64_t pos, const void* buf, std::size_t n, std::uint64_t& length) {
+  if (n == 0) return {};
   const std::uint64_t cap = at(entry).pending.capacity;
   if (pos + n > cap) {
     // Doubling: each growth copies what was written (seed 002, Fig. 5).

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -38,14 +39,25 @@ unsigned thread_count(const StageOptions& o) {
   return o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
 }
 
-// Runs `work(thread)` on `threads` threads while this thread reports progress.
-void run_with_progress(unsigned threads, const std::function<void()>& work, const std::atomic<std::uint64_t>& done,
-                       std::uint64_t total, const StageOptions& o) {
+// Runs job(0) ... job(n - 1) on up to o.threads threads, stopping at the
+// first error, while this thread reports `done` of `total` bytes.
+Result<void> run_jobs(std::size_t n, const StageOptions& o, const std::atomic<std::uint64_t>& done, std::uint64_t total,
+                      const std::function<Result<void>(std::size_t)>& job) {
+  std::atomic<std::size_t> next{0};
+  std::mutex mu;
+  Error first;
+  const unsigned threads = std::min<unsigned>(thread_count(o), static_cast<unsigned>(std::max<std::size_t>(1, n)));
   std::vector<std::thread> pool;
   std::atomic<unsigned> running{threads};
   for (unsigned t = 0; t < threads; ++t)
     pool.emplace_back([&] {
-      work();
+      for (std::size_t i; (i = next.fetch_add(1)) < n;) {
+        if (auto r = job(i); !r.ok()) {
+          std::lock_guard<std::mutex> g(mu);
+          if (first.code == Errc::ok) first = r.error();
+          next.store(n);
+        }
+      }
       running.fetch_sub(1);
     });
   while (running.load() > 0) {
@@ -54,6 +66,16 @@ void run_with_progress(unsigned threads, const std::function<void()>& work, cons
   }
   for (auto& t : pool) t.join();
   if (o.progress) o.progress(done.load(), total);
+  if (first.code != Errc::ok) return first;
+  return {};
+}
+
+StageReport report(std::size_t items, std::uint64_t bytes, std::chrono::steady_clock::time_point t0) {
+  StageReport r;
+  r.items = items;
+  r.bytes = bytes;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
 }
 
 struct OutItem {
@@ -77,38 +99,25 @@ Result<StageReport> copy_out(std::vector<OutItem>& items, const StageOptions& o)
     total += n;
     for (std::uint64_t off = 0; off < n; off += kChunk) chunks.emplace_back(i, off);
   }
-  std::atomic<std::size_t> next{0};
   std::atomic<std::uint64_t> done{0};
-  std::mutex mu;
-  Error first;
-  run_with_progress(
-      std::min<unsigned>(thread_count(o), static_cast<unsigned>(std::max<std::size_t>(1, chunks.size()))),
-      [&] {
-        for (std::size_t c; (c = next.fetch_add(1)) < chunks.size();) {
-          auto& it = items[chunks[c].first];
-          const auto v = it.source->view();
-          const std::uint64_t off = chunks[c].second;
-          const std::uint64_t n = std::min<std::uint64_t>(kChunk, v.size() - off);
-          if (int err = util::pwrite_full(it.fd, v.data() + off, n, off); err != 0) {
-            std::lock_guard<std::mutex> g(mu);
-            if (first.code == Errc::ok) first = util::errno_error(it.path, "write", err);
-            return;
-          }
-          done.fetch_add(n);
-        }
-      },
-      done, total, o);
+  auto copied = run_jobs(chunks.size(), o, done, total, [&](std::size_t c) -> Result<void> {
+    auto& it = items[chunks[c].first];
+    const auto v = it.source->view();
+    const std::uint64_t off = chunks[c].second;
+    const std::uint64_t n = std::min<std::uint64_t>(kChunk, v.size() - off);
+    if (int err = util::pwrite_full(it.fd, v.data() + off, n, off); err != 0)
+      return util::errno_error(it.path, "write", err);
+    done.fetch_add(n);
+    return {};
+  });
+  Error first = copied.ok() ? Error{} : copied.error();
   for (auto& it : items) {
     if (first.code == Errc::ok && ::fsync(it.fd) != 0) first = util::errno_error(it.path, "fsync", errno);
     ::close(it.fd);
     it.fd = -1;
   }
   if (first.code != Errc::ok) return first;
-  StageReport r;
-  r.items = items.size();
-  r.bytes = total;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
+  return report(items.size(), total, t0);
 }
 
 }  // namespace
@@ -182,40 +191,23 @@ Result<StageReport> stage_in(const std::string& from, std::string_view to_in, co
   const auto t0 = std::chrono::steady_clock::now();
   std::uint64_t total = 0;
   for (const auto& f : files) total += fs::file_size(f.first, ec);
-  std::atomic<std::size_t> next{0};
   std::atomic<std::uint64_t> done{0};
-  std::mutex mu;
-  Error first;
-  run_with_progress(
-      std::min<unsigned>(thread_count(o), static_cast<unsigned>(std::max<std::size_t>(1, files.size()))),
-      [&] {
-        for (std::size_t i; (i = next.fetch_add(1)) < files.size();) {
-          auto fail = [&](const Error& e) {
-            std::lock_guard<std::mutex> g(mu);
-            if (first.code == Errc::ok) first = e;
-          };
-          auto src = Stream::open("file:" + files[i].first, Mode::read);
-          if (!src.ok()) return fail(src.error());
-          const auto v = src.value()->view();
-          OpenOptions wo;
-          wo.size_hint = std::max<std::uint64_t>(v.size(), 1);
-          auto dst = Stream::open(single ? to : to + "#" + files[i].second, Mode::write, wo);
-          if (!dst.ok()) return fail(dst.error());
-          for (std::uint64_t off = 0; off < v.size(); off += kChunk) {
-            const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, v.size() - off));
-            if (std::fwrite(v.data() + off, 1, n, dst.value()->file()) != n) break;
-            done.fetch_add(n);
-          }
-          if (auto r = dst.value()->close(); !r.ok()) return fail(r.error());
-        }
-      },
-      done, total, o);
-  if (first.code != Errc::ok) return first;
-  StageReport r;
-  r.items = files.size();
-  r.bytes = total;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
+  auto copied = run_jobs(files.size(), o, done, total, [&](std::size_t i) -> Result<void> {
+    auto src = Stream::open("file:" + files[i].first, Mode::read);
+    if (!src.ok()) return src.error();
+    const auto v = src.value()->view();
+    OpenOptions wo;
+    wo.size_hint = std::max<std::uint64_t>(v.size(), 1);
+    auto dst = Stream::open(single ? to : to + "#" + files[i].second, Mode::write, wo);
+    if (!dst.ok()) return dst.error();
+    for (std::uint64_t off = 0; off < v.size(); off += kChunk) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, v.size() - off));
+      if (std::fwrite(v.data() + off, 1, n, dst.value()->file()) != n) break;  // close() reports why
+      done.fetch_add(n);
+    }
+    return dst.value()->close();
+  });
+  if (!copied.ok()) return copied.error();
+  return report(files.size(), total, t0);
 }
-
 }  // namespace cairn::stream

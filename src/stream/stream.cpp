@@ -475,6 +475,8 @@ class MemWriter : public Handle {
       if (reg.writing[name])
         return make_error(Errc::busy, "stream 'mem:" + name + "' is being written by another thread of this process");
       reg.writing[name] = true;
+      // As for pmem:, no hint means "as large as the last version".
+      if (auto it = reg.committed.find(name); hint == 0 && it != reg.committed.end()) hint = it->second->length;
     }
     auto h = std::make_shared<MemWriter>();
     h->name_ = name;
@@ -579,7 +581,7 @@ class MemReader : public MemoryReader {
 class PmemWriter : public Handle {
  public:
   static Result<std::shared_ptr<Handle>> open(const Uri& u, const OpenOptions& o) {
-    const std::uint64_t hint = o.size_hint > 0 ? o.size_hint : kInitialCapacity;
+    std::uint64_t hint = o.size_hint > 0 ? o.size_hint : kInitialCapacity;
     const std::uint64_t pool_size =
         o.pool_size > 0 ? o.pool_size : parse_size(std::getenv("CAIRN_STREAM_POOL_SIZE"), 256ull << 20);
     auto s = Store::get(u.path, true, std::max<std::uint64_t>(pool_size, pool::kMinPoolSize));
@@ -588,6 +590,10 @@ class PmemWriter : public Handle {
     h->store_ = s.value();
     h->name_ = u.name;
     Store::Lock lock(*h->store_);
+    // Without a hint, a stream written every cycle reserves what its last
+    // version took: growth by doubling is paid once, not every cycle.
+    if (o.size_hint == 0)
+      if (auto c = h->store_->dir().committed(u.name); c.ok()) hint = std::max(hint, c.value().desc.length);
     auto e = h->store_->dir().begin_write(u.name, hint, h->store_->me());
     if (!e.ok()) return e.error();
     h->entry_ = e.value();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cairn/extended/pool.hpp"
+#include "cairn/stream.hpp"
 #include "tests/support/run_app.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -377,6 +378,44 @@ TEST(ToolHelp, EveryCommandHasHelpAndUsageErrorsDoNotCrash) {
   const Outcome unknown = cairn_tool({"pool", "frobnicate"});
   EXPECT_TRUE(unknown.exited());
   EXPECT_NE(unknown.exit_code, 0);
+}
+
+// Two separately built executables coupled through a pmem: stream: this test
+// writes, the `cairn` binary reads (cat), lists, stages out and back in.
+TEST(ToolStream, AnotherExecutableReadsListsAndStagesWhatThisOneCommitted) {
+  TempDir dir;
+  const std::string pool = dir.file("run.pool");
+  ::setenv("CAIRN_STREAM_POOL_SIZE", "16M", 1);
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += std::to_string(i) + " " + std::to_string(i * 0.25) + "\n";
+  {
+    auto s = stream::Stream::open("pmem:" + pool + "#fields/part-0", stream::Mode::write);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    std::fputs(text.c_str(), s.value()->file());
+    ASSERT_TRUE(s.value()->close().ok());
+  }
+  const Outcome cat = cairn_tool({"stream", "cat", "pmem:" + pool + "#fields/part-0"});
+  ASSERT_EQ(cat.exit_code, 0) << cat.output;
+  EXPECT_EQ(cat.output, text);
+  const Outcome ls = cairn_tool({"stream", "ls", pool});
+  ASSERT_EQ(ls.exit_code, 0) << ls.output;
+  EXPECT_OUT(ls, "fields/part-0");
+  EXPECT_OUT(ls, std::to_string(text.size()));
+  const Outcome out = cairn_tool({"stage", "out", "pmem:" + pool, dir.file("pfs"), "-t", "2"});
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_OUT(out, "staged");
+  EXPECT_OUT(out, "1 item(s)");
+  std::ifstream f(dir.file("pfs/fields/part-0"));
+  const std::string staged((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(staged, text);
+  const Outcome in = cairn_tool({"stage", "in", dir.file("pfs"), "pmem:" + dir.file("back.pool"), "-q"});
+  ASSERT_EQ(in.exit_code, 0) << in.output;
+  const Outcome back = cairn_tool({"stream", "cat", "pmem:" + dir.file("back.pool") + "#fields/part-0"});
+  EXPECT_EQ(back.output, text);
+  const Outcome missing = cairn_tool({"stream", "cat", "pmem:" + pool + "#nope"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_OUT(missing, "not_found");
+  EXPECT_OUT(missing, "nope");
 }
 
 }  // namespace

@@ -50,23 +50,19 @@ void add_stream_commands(CLI::App& app) {
   out->add_option("from", from, "What to stage out")->required();
   out->add_option("dir", to, "Destination directory (created if missing)")->required();
   opts(out);
-  out->callback([] {
+  static auto options = [] {
     stream::StageOptions o;
     o.threads = threads;
     if (!quiet) o.progress = progress_line;
-    exit_code() = report(stream::stage_out(from, to, o));
-  });
+    return o;
+  };
+  out->callback([] { exit_code() = report(stream::stage_out(from, to, options())); });
   auto* in = stage->add_subcommand(
       "in", "A directory (every file) or a file -> pmem:POOL (streams named by relative path) or a directory");
   in->add_option("from", from, "Directory or file to stage in")->required();
   in->add_option("to", to, "pmem:POOL, pmem:POOL#NAME or a directory")->required();
   opts(in);
-  in->callback([] {
-    stream::StageOptions o;
-    o.threads = threads;
-    if (!quiet) o.progress = progress_line;
-    exit_code() = report(stream::stage_in(from, to, o));
-  });
+  in->callback([] { exit_code() = report(stream::stage_in(from, to, options())); });
 
   auto* st = app.add_subcommand("stream", "List, print or remove the streams of a pool");
   st->require_subcommand(1);
