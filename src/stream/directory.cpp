@@ -224,9 +224,6 @@ Result<long> Directory::begin_write(std::string_view name, std::uint64_t capacit
   StreamEntry& e = at(i);
   e.pending = Extent{off.value(),
                      pool_->arena().blocks_for(std::max<std::uint64_t>(capacity, 1)) * pool_->arena().block_size()};
-  // One batch of page-table work instead of a fault per 4 KiB page (several
-  // microseconds each in a VM) while the bytes are copied.
-  pool_->prefault(pool_->at(e.pending.offset), e.pending.capacity);
   e.owner = me;
   return i;
 }

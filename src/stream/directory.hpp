@@ -132,7 +132,8 @@ class Directory {
   Result<Committed> committed(long entry) const;
 
   // A writer starts a new version of `name` (creating the entry, its name
-  // persisted) in a fresh extent of at least `capacity` bytes. Errc::busy if
+  // persisted) in a fresh extent of at least `capacity` bytes (the caller
+  // may prefault it after releasing the pool lock). Errc::busy if
   // a live writer holds it, Errc::out_of_space if the pool or the directory
   // is full, Errc::invalid_argument for a bad name.
   Result<long> begin_write(std::string_view name, std::uint64_t capacity, const Owner& me);

@@ -134,7 +134,12 @@ class Store {
     explicit Lock(Store& s) : s_(s), mu_(s.mu_) { ofd_lock(s_.fd_, F_WRLCK, 0, true); }
     Lock(const Lock&) = delete;
     Lock& operator=(const Lock&) = delete;
-    ~Lock() { ofd_lock(s_.fd_, F_UNLCK, 0, false); }
+    ~Lock() { unlock(); }
+    void unlock() {
+      if (!mu_.owns_lock()) return;
+      ofd_lock(s_.fd_, F_UNLCK, 0, false);
+      mu_.unlock();
+    }
 
    private:
     Store& s_;
@@ -598,6 +603,11 @@ class PmemWriter : public Handle {
     if (!e.ok()) return e.error();
     h->entry_ = e.value();
     h->thread_ = std::this_thread::get_id();
+    lock.unlock();
+    // The extent's pages in one batch (MADV_POPULATE_WRITE) instead of one
+    // fault per 4 KiB page (several microseconds each in a VM), outside the
+    // pool lock: the extent is this writer's alone.
+    h->store_->pool().prefault(h->store_->dir().pending_data(h->entry_), h->store_->dir().pending_capacity(h->entry_));
     return std::shared_ptr<Handle>(h);
   }
   ~PmemWriter() override {
@@ -613,12 +623,14 @@ class PmemWriter : public Handle {
   }
   int seek(off64_t* to, int whence) override { return seek_in(pos_, len_, to, whence, UINT64_MAX / 2); }
   Result<void> finish() override {
+    // The write-back before the pool lock; under it only the commit.
+    if (error_.code == Errc::ok && many_threads_) store_->pool().persist(store_->dir().pending_data(entry_), len_);
     Store::Lock lock(*store_);
     if (error_.code != Errc::ok) {
       store_->dir().abandon(entry_);
       return error_;
     }
-    auto v = store_->dir().finish(entry_, len_, many_threads_);
+    auto v = store_->dir().finish(entry_, len_, false);
     if (!v.ok()) return v.error();
     return {};
   }
