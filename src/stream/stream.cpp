@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <streambuf>
 #include <thread>
@@ -119,11 +120,37 @@ int ofd_lock(int fd, short type, std::uint64_t at, bool wait) {
   return r;
 }
 
+// The nonces of this process's live Stores (see Store::hooks).
+class NonceSet {
+ public:
+  void insert(std::uint64_t n) {
+    std::lock_guard<std::mutex> g(mu_);
+    set_.insert(n);
+  }
+  void erase(std::uint64_t n) {
+    std::lock_guard<std::mutex> g(mu_);
+    set_.erase(n);
+  }
+  bool contains(std::uint64_t n) {
+    std::lock_guard<std::mutex> g(mu_);
+    return set_.count(n) != 0;
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::uint64_t> set_;
+};
+NonceSet& live_nonces() {
+  static auto* s = new NonceSet;  // never destroyed: Stores may outlive statics at exit
+  return *s;
+}
+
 // One per pool file per process: the mapping, the directory, the lock.
 class Store {
  public:
   static Result<std::shared_ptr<Store>> get(const std::string& path, bool create, std::uint64_t pool_size);
   ~Store() {
+    live_nonces().erase(me_.nonce);
     if (fd_ >= 0) ::close(fd_);
   }
 
@@ -158,8 +185,10 @@ class Store {
   static Result<void> create_pool(const std::string& path, std::uint64_t size);
   detail::Hooks hooks() {
     detail::Hooks h;
-    h.alive = [this](const detail::Owner& o) {
-      if (o.pid == static_cast<std::uint64_t>(::getpid())) return o.nonce == me_.nonce;
+    // In this process a writer is alive while its Store is (the registry may
+    // have replaced that Store by a newer one for the same file meanwhile).
+    h.alive = [](const detail::Owner& o) {
+      if (o.pid == static_cast<std::uint64_t>(::getpid())) return live_nonces().contains(o.nonce);
       return process_start(static_cast<long>(o.pid)) == o.start;
     };
     // A reader pins an extent with an OFD read lock on its first byte; if our
@@ -253,6 +282,7 @@ Result<std::shared_ptr<Store>> Store::get(const std::string& path, bool create, 
   std::random_device rd;
   s->me_ = detail::Owner{static_cast<std::uint64_t>(::getpid()), process_start(::getpid()),
                          (std::uint64_t{rd()} << 32) ^ rd() ^ reinterpret_cast<std::uintptr_t>(s.get())};
+  live_nonces().insert(s->me_.nonce);
   {
     Lock lock(*s);
     auto d = detail::Directory::attach(*s->pool_, s->hooks());

@@ -350,6 +350,24 @@ TEST_F(PmemStreams, AWriterKilledMidStreamLeavesTheLastCommittedVersion) {
   EXPECT_EQ(read_bytes(uri("sol")), pattern(12u << 20, 13));
 }
 
+// The process keeps a few pools mapped; a writer whose pool was dropped from
+// that cache and mapped again is still alive to the new mapping's reclaim.
+TEST_F(PmemStreams, AWriterSurvivesItsPoolBeingMappedAgain) {
+  auto w = open_ok(uri("first"), cs::Mode::write);
+  ASSERT_TRUE(w);
+  const auto a = pattern(1u << 20, 21);
+  ASSERT_EQ(std::fwrite(a.data(), 1, a.size(), w->file()), a.size());
+  std::fflush(w->file());
+  for (int i = 0; i < 10; ++i)
+    write_bytes("pmem:" + dir_.file("other-" + std::to_string(i) + ".pool") + "#x", pattern(10, 1));
+  // Written through a new mapping of the same pool: must not take the extent
+  // the first writer is still filling.
+  write_bytes(uri("second"), pattern(2u << 20, 22));
+  ASSERT_TRUE(w->close().ok());
+  EXPECT_EQ(read_bytes(uri("first")), a);
+  EXPECT_EQ(read_bytes(uri("second")), pattern(2u << 20, 22));
+}
+
 TEST_F(PmemStreams, StageOutAndBackInKeepsEveryByte) {
   ::setenv("CAIRN_STREAM_POOL_SIZE", "128M", 1);
   const std::vector<std::pair<std::string, std::vector<unsigned char>>> streams = {
