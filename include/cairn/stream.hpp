@@ -6,7 +6,8 @@
 // returns a real FILE* (glibc fopencookie) and a std::iostream over the same
 // bytes. Where the bytes live is chosen by the URI:
 //
-//   file:PATH        an ordinary file (the baseline); `sync` fsyncs at close
+//   file:PATH        an ordinary file (the baseline); OpenOptions::sync
+//                    fsyncs it at close
 //   mem:NAME         process memory, named; a reader in the same process
 //                    sees what the last writer closed (open_memstream's role)
 //   pmem:POOL#NAME   a stream in a cairn pool file, shared by every process
@@ -24,8 +25,9 @@
 // Sizes: `size_hint` reserves the buffer; without it the buffer starts at the
 // length of the stream's last version (at least 64 KiB) and doubles as it
 // fills (each growth copies what was written: seed 002's Fig. 5), so a
-// component that writes a stream every cycle pays for growth once. Writes never truncate silently: when the pool is
-// full the write fails, the FILE* reports an error and closing it commits nothing.
+// component that writes a stream every cycle pays for growth once. Writes
+// never truncate silently: when the pool is full the write fails, the FILE*
+// reports an error and closing it commits nothing.
 //
 // Readers see an immutable version: a pmem: writer writes a new extent and the
 // old one is kept while any reader (of any process: an OFD lock on the pool
@@ -61,7 +63,7 @@ struct OpenOptions {
   // Bytes to reserve for a writer (0: the length of the stream's last
   // committed version, at least 64 KiB; the buffer doubles when full).
   std::uint64_t size_hint = 0;
-  // file: fsync the file (and rename nothing) when a writer closes.
+  // file: fsync the file when a writer closes.
   bool sync = false;
   // pmem: size of the pool file a writer creates when it does not exist yet
   // (0: $CAIRN_STREAM_POOL_SIZE, else 256 MiB). The pool's space is
