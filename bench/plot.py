@@ -195,7 +195,11 @@ def plot_streams(data, out):
     for k, mode in enumerate(ordered(rows, "mode")):
         pts = sorted((r["size"], (r["write_s"] + r["read_s"]) * 1e3) for r in rows if r["mode"] == mode)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=cmap(k % 10), label=mode)
-    memcpy = sorted({(r["size"], 2 * r["size"] / (r["memcpy_gbps"] * 1e9) * 1e3) for r in rows if r["memcpy_gbps"] > 0})
+    by_size = {}
+    for r in rows:
+        if r["memcpy_gbps"] > 0:
+            by_size.setdefault(r["size"], []).append(2 * r["size"] / (r["memcpy_gbps"] * 1e9) * 1e3)
+    memcpy = [(size, sorted(ts)[len(ts) // 2]) for size, ts in sorted(by_size.items())]  # median over the modes' runs
     if memcpy:
         ax.plot([p[0] for p in memcpy], [p[1] for p in memcpy], "k--", label="2 x memcpy (reference)")
     ax.set_xscale("log", base=2)
