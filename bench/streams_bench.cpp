@@ -170,7 +170,11 @@ double prealloc_once(const std::string& mode, std::uint64_t size, const std::vec
       f = ::open_memstream(&buf, &len);
     } else {
       buf = static_cast<char*>(std::malloc(size));
-      f = ::fmemopen(buf, size, "w");
+      f = buf != nullptr ? ::fmemopen(buf, size, "w") : nullptr;
+    }
+    if (f == nullptr) {
+      std::free(buf);
+      return -1;
     }
     for (std::uint64_t off = 0; off < size; off += kChunk)
       std::fwrite(src.data() + off, 1, static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, size - off)), f);
@@ -222,7 +226,8 @@ Result<StreamsReport> run_streams_bench(const StreamsBenchOptions& o, std::ostre
           stream::OpenOptions po;
           po.pool_size = std::max<std::uint64_t>(64ull << 20, 3 * size * procs + (64ull << 20));
           auto s = stream::Stream::open("pmem:" + tmpfs + "/streams.pool#init", stream::Mode::write, po);
-          if (!s.ok() || !s.value()->close().ok()) return make_error(Errc::io_error, "cannot create the bench pool");
+          if (!s.ok()) return s.error();
+          if (auto c = s.value()->close(); !c.ok()) return c.error();
         }
         TransferRow row{mode, size, procs};
         std::vector<double> w, r, m, cw, cr;
@@ -266,14 +271,18 @@ Result<StreamsReport> run_streams_bench(const StreamsBenchOptions& o, std::ostre
     stream::OpenOptions po;
     po.pool_size = 256ull << 20;
     auto s = stream::Stream::open("pmem:" + pool + "#init", stream::Mode::write, po);
-    if (!s.ok() || !s.value()->close().ok()) return make_error(Errc::io_error, "cannot create the curve pool");
+    if (!s.ok()) return s.error();
+    if (auto c = s.value()->close(); !c.ok()) return c.error();
   }
   std::vector<char> src(psizes.empty() ? 0 : psizes.back(), 7);
   for (const char* mode : {"open_memstream", "fmemopen", "mem", "mem-prealloc", "pmem", "pmem-prealloc"})
     for (const auto size : psizes) {
       std::vector<double> t;
       for (int k = 0; k < std::max(o.repeats, 5); ++k) t.push_back(prealloc_once(mode, size, src, pool));
-      const double med = median(t);
+      // A failed write (-1) fails the report instead of entering a median.
+      const bool ok = std::none_of(t.begin(), t.end(), [](double x) { return x < 0; });
+      rep.failed = rep.failed || !ok;
+      const double med = ok ? median(t) : 0;
       rep.prealloc.push_back(PreallocRow{mode, size, med > 0 ? static_cast<double>(size) / med / 1e9 : 0});
     }
   std::error_code ec;

@@ -143,8 +143,9 @@ Result<std::vector<Info>> list(std::string_view where);
 // ---- staging (seed 003): node-local persistent memory <-> a file system ----
 
 struct StageOptions {
-  unsigned threads = 0;  // copy threads; 0: every hardware thread
-  // Called from the calling thread about every 0.2 s and once at the end.
+  unsigned threads = 0;  // copy threads; 0: every hardware thread ($CAIRN_THREADS)
+  // Called about every 0.2 s from a copying thread (one at a time), and once
+  // at the end.
   std::function<void(std::uint64_t done_bytes, std::uint64_t total_bytes)> progress;
 };
 

@@ -6,29 +6,12 @@
 #include "cairn/cairn.h"
 #include "cairn/stream.hpp"
 #include "capi/c_error.hpp"
+#include "util/io.hpp"
 
 using cairn::capi::fail;
 using cairn::capi::guard;
 using cairn::capi::null_arg;
 namespace cs = cairn::stream;
-
-namespace {
-
-int errno_for(cairn::Errc c) {
-  switch (c) {
-    case cairn::Errc::not_found: return ENOENT;
-    case cairn::Errc::permission_denied: return EACCES;
-    case cairn::Errc::is_directory: return EISDIR;
-    case cairn::Errc::invalid_argument: return EINVAL;
-    case cairn::Errc::out_of_space:
-    case cairn::Errc::device_full: return ENOSPC;
-    case cairn::Errc::busy: return EBUSY;
-    case cairn::Errc::no_version: return ENODATA;
-    default: return EIO;
-  }
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -52,7 +35,7 @@ FILE* cairn_stream_open(const char* uri, const char* mode, size_t size_hint) {
     errno = 0;
     auto s = cs::Stream::open(uri, md, o);
     if (!s.ok()) {
-      errno = errno_for(s.error().code);
+      errno = cairn::util::errno_from_errc(s.error().code);
       return fail("cairn_stream_open", s.error());
     }
     out = s.value()->release();

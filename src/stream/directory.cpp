@@ -23,6 +23,14 @@ std::string quoted(std::string_view name) {
   return q;
 }
 
+// True when d describes version v (its check holds) and has an extent.
+bool holds(const StreamDesc& d, std::uint64_t v) { return v >= 1 && d.offset != 0 && desc_check(d, v) == d.check; }
+
+std::uint64_t arena_end(const pool::Pool& pool) {
+  const auto& h = pool.header();
+  return h.arena_offset + h.block_size * h.block_count;
+}
+
 }  // namespace
 
 std::uint64_t desc_check(const StreamDesc& d, std::uint64_t version) noexcept {
@@ -62,13 +70,12 @@ Result<Directory> Directory::format(pool::Pool& pool, std::uint32_t entries, Hoo
 
 Result<Directory> Directory::attach(pool::Pool& pool, Hooks hooks) {
   const pool::RootSlot root = pool.root(kStreamRoot);
-  const auto& ph = pool.header();
-  const std::uint64_t arena_end = ph.arena_offset + ph.block_size * ph.block_count;
+  const std::uint64_t end = arena_end(pool);
   if (root.offset == 0)
     return make_error(Errc::foreign_file, "pool " + pool.path() +
                                               " holds no stream directory: it was made for something else "
                                               "(use another pool file for pmem: streams)");
-  if (root.offset < ph.arena_offset || root.offset + sizeof(DirHeader) > arena_end)
+  if (root.offset < pool.header().arena_offset || root.offset + sizeof(DirHeader) > end)
     return make_error(Errc::corrupted, "pool " + pool.path() + ": its stream directory lies outside the arena");
   const auto* h = reinterpret_cast<const DirHeader*>(pool.at(root.offset));
   if (h->magic != kDirMagic || header_check(*h) != h->check)
@@ -80,7 +87,7 @@ Result<Directory> Directory::attach(pool::Pool& pool, Hooks hooks) {
                                                std::to_string(h->version) + "; this cairn reads version " +
                                                std::to_string(kDirVersion));
   if (h->entry_size != sizeof(StreamEntry) || h->entry_count == 0 || h->entry_count > (1u << 20) ||
-      root.offset + directory_bytes(static_cast<std::uint32_t>(h->entry_count)) > arena_end)
+      root.offset + directory_bytes(static_cast<std::uint32_t>(h->entry_count)) > end)
     return make_error(Errc::corrupted, "pool " + pool.path() + ": the stream directory's geometry is damaged");
   Directory d(pool, root.offset, std::move(hooks));
   if (auto r = d.reclaim(); !r.ok()) return r.error();
@@ -89,10 +96,10 @@ Result<Directory> Directory::attach(pool::Pool& pool, Hooks hooks) {
 
 Result<void> Directory::reclaim() {
   const auto& ph = pool_->header();
-  const std::uint64_t arena_end = ph.arena_offset + ph.block_size * ph.block_count;
+  const std::uint64_t end = arena_end(*pool_);
   const auto sane = [&](const Extent& e) {
     return e.offset >= ph.arena_offset && e.capacity > 0 && e.offset % ph.block_size == 0 &&
-           e.capacity <= arena_end - e.offset;
+           e.capacity <= end - e.offset;
   };
   // Several records may name the same extent (a pending extent that its dead
   // writer committed; a retired extent a descriptor still names): mark once.
@@ -114,11 +121,10 @@ Result<void> Directory::reclaim() {
       const std::uint64_t v = e.commit >> 1;
       const StreamDesc& live = e.desc[e.commit & 1];
       const Extent le{live.offset, live.capacity};
-      if (live.offset != 0 && desc_check(live, v) == live.check && sane(le)) keep.push_back(le);
+      if (holds(live, v) && sane(le)) keep.push_back(le);
       const StreamDesc& old = e.desc[1 - (e.commit & 1)];
       const Extent oe{old.offset, old.capacity};
-      if (v >= 2 && old.offset != 0 && desc_check(old, v - 1) == old.check && sane(oe) && !unpinned(old.offset))
-        keep.push_back(oe);
+      if (holds(old, v - 1) && sane(oe) && !unpinned(old.offset)) keep.push_back(oe);
     }
     if (e.owner.pid != 0 && !alive(e.owner)) {
       e.owner = Owner{};
@@ -170,10 +176,9 @@ Result<Committed> Directory::committed(long i) const {
   Committed c;
   c.version = word >> 1;
   c.desc = e.desc[word & 1];
-  const auto& ph = pool_->header();
-  const std::uint64_t arena_end = ph.arena_offset + ph.block_size * ph.block_count;
   if (desc_check(c.desc, c.version) != c.desc.check || c.desc.length > c.desc.capacity ||
-      (c.desc.offset != 0 && (c.desc.offset < ph.arena_offset || c.desc.capacity > arena_end - c.desc.offset)))
+      (c.desc.offset != 0 &&
+       (c.desc.offset < pool_->header().arena_offset || c.desc.capacity > arena_end(*pool_) - c.desc.offset)))
     return make_error(Errc::corrupted, "stream " + quoted(e.name) + " in pool " + pool_->path() + ": version " +
                                            std::to_string(c.version) +
                                            "'s descriptor fails its check (damaged media); remove the stream "
@@ -260,11 +265,8 @@ Result<void> Directory::write(long entry, std::uint64_t pos, const void* buf, st
   return {};
 }
 
-Result<std::uint64_t> Directory::finish(long entry, std::uint64_t length, bool other_threads_wrote) {
-  if (other_threads_wrote)
-    pool_->persist(pending_data(entry), length);
-  else
-    pool_->drain();
+Result<std::uint64_t> Directory::finish(long entry, std::uint64_t length) {
+  pool_->drain();
   if (pool_->poisoned()) {
     abandon(entry);
     return make_error(Errc::poisoned, "stream " + quoted(at(entry).name) + ": " + pool_->poison_reason());
@@ -291,8 +293,7 @@ Result<std::uint64_t> Directory::commit(long entry, std::uint64_t length) {
   // process may still pin it. Once overwritten, only the retired list
   // remembers it.
   const StreamDesc victim = e.desc[next];
-  if (version >= 3 && victim.offset != 0 && desc_check(victim, version - 2) == victim.check &&
-      victim.offset != e.pending.offset && !unpinned(victim.offset)) {
+  if (version >= 3 && holds(victim, version - 2) && victim.offset != e.pending.offset && !unpinned(victim.offset)) {
     if (header()->retired_count >= kRetiredMax)
       return make_error(Errc::busy, "stream " + quoted(e.name) + ": " + std::to_string(kRetiredMax) +
                                         " old stream versions are still open by readers; close some readers first");
@@ -330,8 +331,7 @@ Result<void> Directory::remove(std::string_view name) {
     for (unsigned k = 0; k < 2; ++k) {
       const StreamDesc& d = e.desc[k];
       const std::uint64_t v = (word & 1) == k ? (word >> 1) : (word >> 1) - 1;
-      if (d.offset != 0 && v >= 1 && desc_check(d, v) == d.check && !unpinned(d.offset))
-        retire(Extent{d.offset, d.capacity});
+      if (holds(d, v) && !unpinned(d.offset)) retire(Extent{d.offset, d.capacity});
     }
   }
   const std::uint64_t zero = 0;
@@ -340,12 +340,12 @@ Result<void> Directory::remove(std::string_view name) {
   return reclaim();
 }
 
-std::vector<Directory::Listed> Directory::list() const {
-  std::vector<Listed> out;
+std::vector<Info> Directory::list() const {
+  std::vector<Info> out;
   for (long i = 0; i < static_cast<long>(entry_count()); ++i) {
     const StreamEntry& e = at(i);
     if (e.name_check == 0) continue;
-    Listed l{std::string(e.name, strnlen(e.name, kNameMax)), 0, 0, 0, alive(e.owner) ? e.owner.pid : 0};
+    Info l{std::string(e.name, strnlen(e.name, kNameMax)), 0, 0, 0, alive(e.owner) ? static_cast<int>(e.owner.pid) : 0};
     if (auto c = committed(i); c.ok()) {
       l.version = c.value().version;
       l.length = c.value().desc.length;
@@ -353,7 +353,7 @@ std::vector<Directory::Listed> Directory::list() const {
     }
     out.push_back(std::move(l));
   }
-  std::sort(out.begin(), out.end(), [](const Listed& a, const Listed& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end(), [](const Info& a, const Info& b) { return a.name < b.name; });
   return out;
 }
 

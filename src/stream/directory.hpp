@@ -38,6 +38,7 @@
 
 #include "cairn/error.hpp"
 #include "cairn/extended/pool.hpp"
+#include "cairn/stream.hpp"
 
 namespace cairn::stream::detail {
 
@@ -147,10 +148,10 @@ class Directory {
   // needed (under hooks.lock) and zero-filling a gap; `length` is the bytes
   // written so far and is updated. Needs no lock unless it grows.
   Result<void> write(long entry, std::uint64_t pos, const void* buf, std::size_t n, std::uint64_t& length);
-  // Makes the first `length` pending bytes durable (a fence, or a full
-  // write-back when threads other than the committing one wrote some: a
-  // fence orders only its own thread's stores) and commits them.
-  Result<std::uint64_t> finish(long entry, std::uint64_t length, bool other_threads_wrote);
+  // Fences the calling thread's copies of the pending bytes and commits the
+  // first `length` of them (a writer whose bytes other threads copied too
+  // persists them first: a fence orders only its own thread's stores).
+  Result<std::uint64_t> finish(long entry, std::uint64_t length);
   // Commits `length` bytes of the pending extent, which the caller made
   // durable; see the protocol at the top. Marks Marker::commit_point.
   Result<std::uint64_t> commit(long entry, std::uint64_t length);
@@ -160,12 +161,8 @@ class Directory {
   // then its name. Errc::busy while a live writer holds it.
   Result<void> remove(std::string_view name);
 
-  struct Listed {
-    std::string name;
-    std::uint64_t version, length, capacity;
-    std::uint64_t writer_pid;
-  };
-  std::vector<Listed> list() const;
+  // Every named stream, sorted by name.
+  std::vector<Info> list() const;
   // Arena blocks the committed state reaches (directory + live extents).
   std::uint64_t committed_blocks() const;
 

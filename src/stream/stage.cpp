@@ -10,10 +10,11 @@
 #include <filesystem>
 #include <functional>
 #include <mutex>
-#include <thread>
 
 #include "cairn/stream.hpp"
+#include "stream/uri.hpp"
 #include "util/io.hpp"
+#include "util/thread_pool.hpp"
 
 namespace cairn::stream {
 
@@ -21,10 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr std::uint64_t kChunk = 16ull << 20;
-
-bool has_scheme(std::string_view s) {
-  return s.rfind("pmem:", 0) == 0 || s.rfind("mem:", 0) == 0 || s.rfind("file:", 0) == 0;
-}
 
 // A stream name or relative path that stays inside the directory.
 Result<void> check_relative(const std::string& name) {
@@ -35,38 +32,29 @@ Result<void> check_relative(const std::string& name) {
   return {};
 }
 
-unsigned thread_count(const StageOptions& o) {
-  return o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-}
-
-// Runs job(0) ... job(n - 1) on up to o.threads threads, stopping at the
-// first error, while this thread reports `done` of `total` bytes.
+// Runs job(0) ... job(n - 1) over o.threads threads (util::parallel_for),
+// skipping the rest after the first error, and reports `done` of `total`
+// bytes about every 0.2 s from whichever thread finishes a job, then once at
+// the end.
 Result<void> run_jobs(std::size_t n, const StageOptions& o, const std::atomic<std::uint64_t>& done, std::uint64_t total,
                       const std::function<Result<void>(std::size_t)>& job) {
-  std::atomic<std::size_t> next{0};
   std::mutex mu;
   Error first;
-  const unsigned threads = std::min<unsigned>(thread_count(o), static_cast<unsigned>(std::max<std::size_t>(1, n)));
-  std::vector<std::thread> pool;
-  std::atomic<unsigned> running{threads};
-  for (unsigned t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      for (std::size_t i; (i = next.fetch_add(1)) < n;) {
-        if (auto r = job(i); !r.ok()) {
-          std::lock_guard<std::mutex> g(mu);
-          if (first.code == Errc::ok) first = r.error();
-          next.store(n);
-        }
-      }
-      running.fetch_sub(1);
-    });
-  while (running.load() > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(o.progress ? 200 : 5));
-    if (o.progress && running.load() > 0) o.progress(done.load(), total);
-  }
-  for (auto& t : pool) t.join();
+  std::atomic<bool> failed{false};
+  auto reported = std::chrono::steady_clock::now();
+  util::parallel_for(n, o.threads, [&](std::size_t i) {
+    if (failed.load()) return;
+    auto r = job(i);
+    std::lock_guard<std::mutex> g(mu);
+    if (!r.ok()) {
+      if (!failed.exchange(true)) first = r.error();
+    } else if (o.progress && std::chrono::steady_clock::now() - reported >= std::chrono::milliseconds(200)) {
+      reported = std::chrono::steady_clock::now();
+      o.progress(done.load(), total);
+    }
+  });
   if (o.progress) o.progress(done.load(), total);
-  if (first.code != Errc::ok) return first;
+  if (failed.load()) return first;
   return {};
 }
 
@@ -94,7 +82,11 @@ Result<StageReport> copy_out(std::vector<OutItem>& items, const StageOptions& o)
     std::error_code ec;
     fs::create_directories(fs::path(it.path).parent_path(), ec);
     it.fd = ::open(it.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (it.fd < 0) return util::errno_error(it.path, "create", errno);
+    if (it.fd < 0) {
+      const Error e = util::errno_error(it.path, "create", errno);
+      for (std::size_t k = 0; k < i; ++k) ::close(items[k].fd);
+      return e;
+    }
     const std::uint64_t n = it.source->view().size();
     total += n;
     for (std::uint64_t off = 0; off < n; off += kChunk) chunks.emplace_back(i, off);
@@ -132,7 +124,7 @@ Result<StageReport> stage_out(std::string_view from_in, const std::string& dir, 
     items.push_back(OutItem{std::move(s.value()), (fs::path(dir) / name).string(), -1});
     return {};
   };
-  if (!has_scheme(from)) {
+  if (!detail::has_scheme(from)) {
     if (auto r = add("file:" + from, fs::path(from).filename().string()); !r.ok()) return r.error();
   } else if (from == "mem:") {
     auto l = list("mem:");
@@ -173,7 +165,7 @@ Result<StageReport> stage_in(const std::string& from, std::string_view to_in, co
   } else {
     return util::errno_error(from, "stage in", ENOENT, "give a directory or a file");
   }
-  if (!has_scheme(to)) {
+  if (!detail::has_scheme(to)) {
     // Files to a directory: the chunked copy of stage out.
     std::vector<OutItem> items;
     for (const auto& [path, name] : files) {

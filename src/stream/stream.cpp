@@ -26,6 +26,7 @@
 
 #include "cairn/extended/pool.hpp"
 #include "stream/directory.hpp"
+#include "stream/uri.hpp"
 #include "util/io.hpp"
 
 namespace cairn::stream {
@@ -69,6 +70,7 @@ Result<Uri> parse(const std::string& uri) {
   return bad("unknown scheme");
 }
 
+// Records e as this thread's last stream error and returns it.
 Error fail(Error e) {
   g_last_error = errc_name(e.code) + std::string(": ") + e.message;
   return e;
@@ -158,30 +160,36 @@ class Store {
   // OFD write lock on byte 0 of the pool file: the header, never an extent).
   class Lock {
    public:
-    explicit Lock(Store& s) : s_(s), mu_(s.mu_) { ofd_lock(s_.fd_, F_WRLCK, 0, true); }
+    explicit Lock(Store& s) : s_(s) { s_.acquire(); }
     Lock(const Lock&) = delete;
     Lock& operator=(const Lock&) = delete;
     ~Lock() { unlock(); }
     void unlock() {
-      if (!mu_.owns_lock()) return;
-      ofd_lock(s_.fd_, F_UNLCK, 0, false);
-      mu_.unlock();
+      if (held_) s_.release();
+      held_ = false;
     }
 
    private:
     Store& s_;
-    std::unique_lock<std::mutex> mu_;
+    bool held_ = true;
   };
 
   detail::Directory& dir() { return *dir_; }
   pool::Pool& pool() { return *pool_; }
   const detail::Owner& me() const { return me_; }
-  const std::string& path() const { return path_; }
   // A new open file description of the pool file, for a reader's pin.
   int reopen() const { return ::open(("/proc/self/fd/" + std::to_string(fd_)).c_str(), O_RDONLY | O_CLOEXEC); }
 
  private:
   Store() = default;
+  void acquire() {
+    mu_.lock();
+    ofd_lock(fd_, F_WRLCK, 0, true);
+  }
+  void release() {
+    ofd_lock(fd_, F_UNLCK, 0, false);
+    mu_.unlock();
+  }
   static Result<void> create_pool(const std::string& path, std::uint64_t size);
   detail::Hooks hooks() {
     detail::Hooks h;
@@ -199,18 +207,11 @@ class Store {
       ofd_lock(fd_, F_UNLCK, off, false);
       return true;
     };
-    h.lock = [this] {
-      mu_.lock();
-      ofd_lock(fd_, F_WRLCK, 0, true);
-    };
-    h.unlock = [this] {
-      ofd_lock(fd_, F_UNLCK, 0, false);
-      mu_.unlock();
-    };
+    h.lock = [this] { acquire(); };
+    h.unlock = [this] { release(); };
     return h;
   }
 
-  std::string path_;
   pid_t pid_ = 0;           // the process that opened it
   std::uint64_t used_ = 0;  // for the registry's eviction
   int fd_ = -1;
@@ -273,7 +274,6 @@ Result<std::shared_ptr<Store>> Store::get(const std::string& path, bool create, 
   std::shared_ptr<Store> s(new Store());
   s->pid_ = ::getpid();
   s->used_ = ++uses;
-  s->path_ = path;
   auto p = pool::Pool::open(path);
   if (!p.ok()) return p.error();
   s->pool_ = std::move(p.value());
@@ -318,21 +318,19 @@ class Handle {
     if (closed_) return result_;
     closed_ = true;
     result_ = finish();
-    if (!result_.ok()) g_last_error = errc_name(result_.error().code) + std::string(": ") + result_.error().message;
+    if (!result_.ok()) fail(result_.error());
     return result_;
   }
   bool closed() const { return closed_; }
 
  protected:
+  // A failed read or write: the first error is kept (close reports it).
   ssize_t fail_io(int err, const std::string& what) {
-    if (error_.code == Errc::ok) error_ = make_error(util::errc_from_errno(err), what);
-    g_last_error = errc_name(error_.code) + std::string(": ") + error_.message;
-    errno = err;
-    return -1;
+    return fail_with(make_error(util::errc_from_errno(err), what), err);
   }
   ssize_t fail_with(const Error& e, int err) {
     if (error_.code == Errc::ok) error_ = e;
-    g_last_error = errc_name(e.code) + std::string(": ") + e.message;
+    fail(e);
     errno = err;
     return -1;
   }
@@ -494,7 +492,7 @@ struct MemVersion {
 struct MemRegistry {
   std::mutex mu;
   std::map<std::string, std::shared_ptr<const MemVersion>> committed;
-  std::map<std::string, bool> writing;
+  std::set<std::string> writing;  // names with an open writer
 };
 MemRegistry& mem_registry() {
   static auto* r = new MemRegistry;  // never destroyed (see BufferCache)
@@ -507,9 +505,8 @@ class MemWriter : public Handle {
     auto& reg = mem_registry();
     {
       std::lock_guard<std::mutex> g(reg.mu);
-      if (reg.writing[name])
+      if (!reg.writing.insert(name).second)
         return make_error(Errc::busy, "stream 'mem:" + name + "' is being written by another thread of this process");
-      reg.writing[name] = true;
       // As for pmem:, no hint means "as large as the last version".
       if (auto it = reg.committed.find(name); hint == 0 && it != reg.committed.end()) hint = it->second->length;
     }
@@ -536,7 +533,7 @@ class MemWriter : public Handle {
   Result<void> finish() override {
     auto& reg = mem_registry();
     std::lock_guard<std::mutex> g(reg.mu);
-    reg.writing[name_] = false;
+    reg.writing.erase(name_);
     released_ = true;
     if (error_.code != Errc::ok) return error_;
     auto& slot = reg.committed[name_];
@@ -548,7 +545,6 @@ class MemWriter : public Handle {
  private:
   Result<void> reserve(std::uint64_t cap) {
     // realloc as open_memstream grows: glibc moves large blocks with mremap.
-    void* p = nullptr;
     if (v_->data == nullptr) {
       auto [cached, cached_cap] = BufferCache::get().take(cap);
       if (cached != nullptr) {
@@ -557,7 +553,7 @@ class MemWriter : public Handle {
         return {};
       }
     }
-    p = std::realloc(v_->data, cap);
+    void* p = std::realloc(v_->data, cap);
     if (p == nullptr)
       return make_error(Errc::out_of_space,
                         "stream 'mem:" + name_ + "': no memory for " + std::to_string(cap) + " bytes");
@@ -576,7 +572,7 @@ class MemWriter : public Handle {
     released_ = true;
     auto& reg = mem_registry();
     std::lock_guard<std::mutex> g(reg.mu);
-    reg.writing[name_] = false;
+    reg.writing.erase(name_);
   }
   std::string name_;
   std::shared_ptr<MemVersion> v_;
@@ -590,12 +586,14 @@ class MemReader : public MemoryReader {
     auto& reg = mem_registry();
     std::lock_guard<std::mutex> g(reg.mu);
     auto it = reg.committed.find(name);
-    if (it == reg.committed.end())
-      return make_error(reg.writing.count(name) ? Errc::no_version : Errc::not_found,
+    if (it == reg.committed.end()) {
+      const bool writing = reg.writing.count(name) != 0;
+      return make_error(writing ? Errc::no_version : Errc::not_found,
                         "stream 'mem:" + name + "' " +
-                            (reg.writing.count(name) ? "was never closed by its writer"
-                                                     : "does not exist in this process (mem: streams live in "
-                                                       "the memory of the process that wrote them)"));
+                            (writing ? "was never committed: its writer has not closed it yet"
+                                     : "does not exist in this process (mem: streams live in the memory of the "
+                                       "process that wrote them)"));
+    }
     auto h = std::make_shared<MemReader>();
     h->v_ = it->second;
     h->data_ = h->v_->data;
@@ -640,14 +638,11 @@ class PmemWriter : public Handle {
     h->store_->pool().prefault(h->store_->dir().pending_data(h->entry_), h->store_->dir().pending_capacity(h->entry_));
     return std::shared_ptr<Handle>(h);
   }
-  ~PmemWriter() override {
-    if (!closed()) (void)close();
-  }
   ssize_t write(const char* buf, std::size_t n) override {
     if (error_.code != Errc::ok) return fail_with(error_, EIO);
     if (std::this_thread::get_id() != thread_) many_threads_ = true;
     auto r = store_->dir().write(entry_, pos_, buf, n, len_);
-    if (!r.ok()) return fail_with(r.error(), r.error().code == Errc::out_of_space ? ENOSPC : EIO);
+    if (!r.ok()) return fail_with(r.error(), util::errno_from_errc(r.error().code));
     pos_ += n;
     return static_cast<ssize_t>(n);
   }
@@ -660,7 +655,7 @@ class PmemWriter : public Handle {
       store_->dir().abandon(entry_);
       return error_;
     }
-    auto v = store_->dir().finish(entry_, len_, false);
+    auto v = store_->dir().finish(entry_, len_);
     if (!v.ok()) return v.error();
     return {};
   }
@@ -750,9 +745,7 @@ cookie_io_functions_t cookie_functions() {
     auto r = cookie->handle->close();
     delete cookie;
     if (r.ok()) return 0;
-    errno = r.error().code == Errc::out_of_space || r.error().code == Errc::device_full ? ENOSPC
-            : r.error().code == Errc::busy                                              ? EBUSY
-                                                                                        : EIO;
+    errno = util::errno_from_errc(r.error().code);
     return -1;
   };
   return f;
@@ -816,7 +809,7 @@ Result<std::shared_ptr<Handle>> open_handle(const Uri& u, Mode mode, const OpenO
 
 std::string resolve(std::string_view name) {
   const std::string n(name);
-  if (n.rfind("file:", 0) == 0 || n.rfind("mem:", 0) == 0 || n.rfind("pmem:", 0) == 0) return n;
+  if (detail::has_scheme(n)) return n;
   const char* prefix = std::getenv("CAIRN_STREAM_PREFIX");
   if (prefix != nullptr && *prefix != '\0') return std::string(prefix) + n;
   return "file:" + n;
@@ -961,9 +954,7 @@ Result<std::vector<Info>> list(std::string_view where_in) {
   auto s = Store::get(where, false, 0);
   if (!s.ok()) return s.error();
   Store::Lock lock(*s.value());
-  for (const auto& l : s.value()->dir().list())
-    out.push_back(Info{l.name, l.length, l.version, l.capacity, static_cast<int>(l.writer_pid)});
-  return out;
+  return s.value()->dir().list();
 }
 
 const std::string& last_error_message() { return g_last_error; }

@@ -26,6 +26,20 @@ Errc errc_from_errno(int err) noexcept {
   }
 }
 
+int errno_from_errc(Errc code) noexcept {
+  switch (code) {
+    case Errc::not_found: return ENOENT;
+    case Errc::permission_denied: return EACCES;
+    case Errc::is_directory: return EISDIR;
+    case Errc::invalid_argument: return EINVAL;
+    case Errc::out_of_space:
+    case Errc::device_full: return ENOSPC;
+    case Errc::busy: return EBUSY;
+    case Errc::no_version: return ENODATA;
+    default: return EIO;
+  }
+}
+
 Error errno_error(const std::string& path, const std::string& what, int err, const std::string& advice) {
   std::string text = std::strerror(err);
   if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z') text[0] = static_cast<char>(text[0] - 'A' + 'a');

@@ -15,6 +15,11 @@ namespace cairn::util {
 // EISDIR → is_directory; ENOSPC, EFBIG, EDQUOT → device_full; EEXIST →
 // already_exists; ENOMEM → out_of_space; anything else → io_error.
 Errc errc_from_errno(int err) noexcept;
+// The errno a POSIX-style interface (fclose, a C caller) reports for a code:
+// not_found → ENOENT, permission_denied → EACCES, is_directory → EISDIR,
+// invalid_argument → EINVAL, out_of_space and device_full → ENOSPC, busy →
+// EBUSY, no_version → ENODATA, anything else → EIO.
+int errno_from_errc(Errc code) noexcept;
 
 // "PATH: <strerror, lower case> (WHAT)" with the mapped code, and `advice`
 // (what to do, appended after "; ") when it is not empty.

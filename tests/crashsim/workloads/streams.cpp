@@ -43,6 +43,7 @@ class StreamCommits final : public Structure {
       content_[s].assign(c.value().data, c.value().data + c.value().desc.length);
       commits_ += c.value().version;
     }
+    blocks_ = d.value().committed_blocks();
     return version();
   }
 
@@ -67,7 +68,9 @@ class StreamCommits final : public Structure {
     return {};
   }
 
-  std::optional<std::uint64_t> blocks_in_use(const Version&) const override { return std::nullopt; }
+  // The directory and the committed extents, nothing else: a crashed writer's
+  // extent is reclaimed by recovery (condition 2's leak check).
+  std::optional<std::uint64_t> blocks_in_use(const Version&) const override { return blocks_; }
 
  private:
   static constexpr const char* kNames[2] = {"solution", "size-field"};
@@ -123,7 +126,7 @@ class StreamCommits final : public Structure {
       pos += n;
     }
     if (auto r = d.write(e.value(), 0, bytes.data(), head, len); !r.ok()) return r;
-    auto v = d.finish(e.value(), bytes.size(), false);
+    auto v = d.finish(e.value(), bytes.size());
     if (!v.ok()) return std::move(v).error();
     return {};
   }
@@ -144,6 +147,7 @@ class StreamCommits final : public Structure {
   bool unflushed_;
   std::uint64_t nonce_ = next_nonce();
   std::uint64_t commits_ = 0;
+  std::uint64_t blocks_ = 0;  // of the last recovered version
   std::vector<std::vector<std::byte>> content_;
 };
 
