@@ -21,6 +21,8 @@
 // A name without a scheme is prefixed with $CAIRN_STREAM_PREFIX (for example
 // "pmem:/dev/shm/run.pool#" or "mem:"), else read as file:NAME, so a
 // component keeps its own file names while the coupling decides where they go.
+// $CAIRN_STREAM_SYNC=1 makes every file: writer fsync at close, as
+// OpenOptions::sync does, so the coupling also decides durability.
 //
 // Sizes: `size_hint` reserves the buffer; without it the buffer starts at the
 // length of the stream's last version (at least 64 KiB) and doubles as it
@@ -63,7 +65,7 @@ struct OpenOptions {
   // Bytes to reserve for a writer (0: the length of the stream's last
   // committed version, at least 64 KiB; the buffer doubles when full).
   std::uint64_t size_hint = 0;
-  // file: fsync the file when a writer closes.
+  // file: fsync the file when a writer closes (also: $CAIRN_STREAM_SYNC=1).
   bool sync = false;
   // pmem: size of the pool file a writer creates when it does not exist yet
   // (0: $CAIRN_STREAM_POOL_SIZE, else 256 MiB). The pool's space is

@@ -796,7 +796,12 @@ class FileBuf : public std::streambuf {
 
 Result<std::shared_ptr<Handle>> open_handle(const Uri& u, Mode mode, const OpenOptions& o) {
   switch (u.kind) {
-    case Uri::Kind::file: return mode == Mode::write ? FileWriter::open(u.path, o.sync) : FileReader::open(u.path);
+    case Uri::Kind::file: {
+      // $CAIRN_STREAM_SYNC=1: the coupling asks every file: writer to fsync.
+      const char* env_sync = std::getenv("CAIRN_STREAM_SYNC");
+      const bool sync = o.sync || (env_sync != nullptr && std::string_view(env_sync) == "1");
+      return mode == Mode::write ? FileWriter::open(u.path, sync) : FileReader::open(u.path);
+    }
     case Uri::Kind::mem: return mode == Mode::write ? MemWriter::open(u.name, o.size_hint) : MemReader::open(u.name);
     case Uri::Kind::pmem: return mode == Mode::write ? PmemWriter::open(u, o) : PmemReader::open(u);
   }
