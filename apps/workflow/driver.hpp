@@ -67,6 +67,7 @@ struct Report {
   double integral = 0, max_value = 0;  // of the last solution: sum u h^2, max u
   std::string mesh_error;              // "" if the final mesh tiles the square, 2:1 balanced
   int steps_run = 0, first_step = 0;   // first_step > 0 after --resume
+  double setup_s = 0;                  // before the steps: creating the pool (pmem:)
   double total_s = 0;                  // wall time of the steps run
   // Along the critical path (per step: the slowest part's time).
   double transfer_s = 0;  // reading and writing streams, inside components

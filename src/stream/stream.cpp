@@ -680,17 +680,28 @@ class PmemReader : public MemoryReader {
     }
     auto h = std::make_shared<PmemReader>();
     h->store_ = s.value();
-    Store::Lock lock(*h->store_);
-    auto c = h->store_->dir().committed(u.name);
-    if (!c.ok()) return c.error();
-    h->data_ = c.value().data;
-    h->len_ = c.value().desc.length;
-    if (c.value().desc.offset != 0) {
-      // The pin: an OFD read lock on the extent's first byte, which writers
-      // test before reusing it; the kernel drops it if this process dies.
-      h->pin_fd_ = h->store_->reopen();
-      if (h->pin_fd_ < 0 || ofd_lock(h->pin_fd_, F_RDLCK, c.value().desc.offset, false) != 0)
-        return util::errno_error(u.path, "pin the stream's version", errno);
+    {
+      Store::Lock lock(*h->store_);
+      auto c = h->store_->dir().committed(u.name);
+      if (!c.ok()) return c.error();
+      h->data_ = c.value().data;
+      h->len_ = c.value().desc.length;
+      if (c.value().desc.offset != 0) {
+        // The pin: an OFD read lock on the extent's first byte, which writers
+        // test before reusing it; the kernel drops it if this process dies.
+        h->pin_fd_ = h->store_->reopen();
+        if (h->pin_fd_ < 0 || ofd_lock(h->pin_fd_, F_RDLCK, c.value().desc.offset, false) != 0)
+          return util::errno_error(u.path, "pin the stream's version", errno);
+      }
+    }
+    // The pinned version's pages mapped in one batch (a reader in a fresh
+    // process would otherwise take one fault per page), outside the lock.
+    // Read-only population: nothing is dirtied for a later msync.
+    if (h->len_ > 0) {
+      const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+      const auto b = reinterpret_cast<std::uintptr_t>(h->data_) & ~(page - 1);
+      const auto e = reinterpret_cast<std::uintptr_t>(h->data_) + h->len_;
+      (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_READ);
     }
     return std::shared_ptr<Handle>(h);
   }

@@ -20,6 +20,7 @@
 #include "bench/strategies_bench.hpp"
 #include "bench/stream_bench.hpp"
 #include "bench/streams_bench.hpp"
+#include "bench/workflow_bench.hpp"
 #include "commands.hpp"
 
 namespace cairn::tool {
@@ -318,6 +319,42 @@ void add_streams(CLI::App& bench) {
   });
 }
 
+void add_workflow(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("workflow",
+                                   "The solve-adapt workflow (apps/workflow) under every coupling: total time and the "
+                                   "share spent in transfers (seed 002)");
+  cmd->footer(
+      "Runs the workflow's driver in this process; file-disk, file-tmpfs and pmem start every component as its own\n"
+      "process, mem calls them as library functions. Runs of the couplings are interleaved; medians of --repeats.\n"
+      "Every run must give the same checksum. Exit status: 0 measured, 1 checksums differ, 2 bad option or error.");
+  struct Args {
+    bench::WorkflowBenchOptions o;
+    std::string couplings, json;
+    bool quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--couplings", args->couplings, "Comma-separated (default file-disk,file-tmpfs,mem,pmem)");
+  cmd->add_option("--cycles", args->o.cycles, "Solve-adapt cycles (default 8)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--parts", args->o.parts, "Solver processes (default 2)")->check(CLI::Range(1, 64));
+  cmd->add_option("--level-max", args->o.level_max, "Finest level (default 10)")->check(CLI::Range(4, 14));
+  cmd->add_option("--sweeps", args->o.sweeps, "Jacobi sweeps per solve (default 100)")->check(CLI::Range(0, 100000));
+  cmd->add_option("--repeats,-r", args->o.repeats, "Repetitions; medians are reported (default 5)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
+  cmd->callback([args] {
+    bench::WorkflowBenchOptions o = args->o;
+    if (!args->couplings.empty()) o.couplings = bench::split_list(args->couplings);
+    o.bin_dir = (apps_dir() / "workflow").string();
+    auto report = bench::run_workflow_bench(o, args->quiet ? nullptr : &std::cerr);
+    if (!report.ok()) return fail("workflow", report.error());
+    bench::print_workflow_report(report.value(), std::cout);
+    if (!args->json.empty())
+      if (auto w = bench::write_workflow_json(report.value(), args->json); !w.ok()) return fail("workflow", w.error());
+    exit_code() = report.value().checksums_equal ? kExitOk : kExitPartFailed;
+  });
+}
+
 }  // namespace
 
 void add_bench_commands(CLI::App& app) {
@@ -329,6 +366,7 @@ void add_bench_commands(CLI::App& app) {
   add_placement(*bench);
   add_stream(*bench);
   add_streams(*bench);
+  add_workflow(*bench);
   bench::add_checkpoint_command(*bench);
 }
 

@@ -21,6 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+}  // namespace
+
 // <build>/tools/cairn/cairn -> <build>/apps
 fs::path apps_dir() {
   if (const char* env = std::getenv("CAIRN_APPS_DIR"); env && *env) return env;
@@ -29,6 +31,8 @@ fs::path apps_dir() {
   if (ec) return "apps";
   return self.parent_path().parent_path().parent_path() / "apps";
 }
+
+namespace {
 
 // Executables under the apps folder, by name; tests and CMake's files excluded.
 std::map<std::string, fs::path> find_apps(const fs::path& root) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 
 namespace cairn::tool {
 
@@ -16,5 +17,9 @@ void add_run_commands(CLI::App& app);
 void add_stream_commands(CLI::App& app);
 
 int& exit_code();
+
+// The apps folder of the build tree this tool belongs to (cmd_run.cpp;
+// $CAIRN_APPS_DIR overrides it).
+std::filesystem::path apps_dir();
 
 }  // namespace cairn::tool
