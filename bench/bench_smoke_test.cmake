@@ -1,6 +1,6 @@
 # bench_smoke_test.cmake — runs one `cairn bench` experiment at a tiny size and
 # checks its exit status and the rows of its JSON (cmake -P; see CMakeLists.txt).
-# -DCAIRN=<cairn binary> -DBENCH=overhead|placement|stream -DOUT=<json file>
+# -DCAIRN=<cairn binary> -DBENCH=overhead|placement|stream|workflow -DOUT=<json file>
 if(BENCH STREQUAL "overhead")
   # 6 variants x 1 app x 1 profile x 1 thread count.
   set(args overhead --apps jacobi --size jacobi=32:6 --profiles dram --repeats 1)
@@ -18,8 +18,13 @@ elseif(BENCH STREQUAL "stream")
   set(args stream --size 1M --profiles dram --repeats 1 --dir ${dir}/stream-smoke-pools)
   set(expect_rows 16)
   set(expect "\"kernel\": \"triad\"" "\"persistence\": \"nt\"" "\"persistence\": \"flush\"")
+elseif(BENCH STREQUAL "workflow")
+  # 4 couplings, one run each, equal checksums (else exit 1).
+  set(args workflow --cycles 3 --level-max 6 --sweeps 10 --repeats 1)
+  set(expect_rows 4)
+  set(expect "\"coupling\": \"pmem\"" "\"coupling\": \"file-disk\"" "\"checksums_equal\": true")
 else()
-  message(FATAL_ERROR "BENCH must be overhead, placement or stream")
+  message(FATAL_ERROR "BENCH must be overhead, placement, stream or workflow")
 endif()
 file(REMOVE ${OUT})
 execute_process(COMMAND ${CAIRN} bench ${args} --quiet --json ${OUT} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -29,8 +34,8 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cairn bench ${BENCH} exited with ${rc}: ${err}")
 endif()
 file(READ ${OUT} json)
-# Rows: one "variant" (overhead, placement) or "kernel" (stream) key each.
-string(REGEX MATCHALL "\"(variant|kernel)\": " rows "${json}")
+# Rows: one "variant" (overhead, placement), "kernel" (stream) or "coupling" (workflow) key each.
+string(REGEX MATCHALL "\"(variant|kernel|coupling)\": " rows "${json}")
 list(LENGTH rows n)
 if(NOT n EQUAL expect_rows)
   message(FATAL_ERROR "${OUT}: ${n} rows, expected ${expect_rows}")

@@ -7,6 +7,7 @@ Usage:
   python3 bench/plot.py stream  stream.json  stream.png    STREAM bandwidth per memory and persistence
   python3 bench/plot.py threads fig10.json   fig10.png     throughput vs threads (e.g. seed 001 Fig. 10)
   python3 bench/plot.py streams streams.json streams.png   stream transfers and preallocation (seed 002 Figs. 3-5)
+  python3 bench/plot.py workflow workflow.json workflow.png  the solve-adapt workflow per coupling (seed 002)
 
 overhead and placement read the "rows" the app experiments write (profile, threads,
 app, variant, label, time_per_iteration_ms, overhead_pct, vs_baseline,
@@ -224,7 +225,33 @@ def plot_streams(data, out):
     fig.savefig(out, dpi=120)
 
 
-KINDS = {"streams": plot_streams, "overhead": plot_overhead, "placement": plot_placement, "stream": plot_stream, "threads": plot_threads}
+def plot_workflow(data, out):
+    """The whole workflow per coupling: median total time split into transfers,
+    compute and the rest (process start, waits), stacked."""
+    rows = data["rows"]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    names = [r["coupling"] for r in rows]
+    left = [0.0] * len(rows)
+    for field, label, color in (("transfer_s", "transfers (open, read/write, close, commit)", "tab:red"),
+                                ("compute_s", "compute", "tab:blue"),
+                                ("launch_s", "process start and waits", "tab:gray")):
+        vals = [max(r[field], 0.0) for r in rows]
+        ax.barh(names, vals, left=left, color=color, label=label)
+        left = [a + b for a, b in zip(left, vals)]
+    for k, r in enumerate(rows):
+        ax.text(left[k], k, f"  {r['total_s']:.2f} s, {100 * r['transfer_s'] / r['total_s']:.1f} % transfers",
+                va="center", fontsize=8)
+    ax.set_xlim(0, max(left) * 1.45)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds (median of %d runs)" % data["repeats"])
+    ax.set_title("solve-adapt workflow, %d cycles, %d parts, levels %d-%d" %
+                 (data["cycles"], data["parts"], data["level_min"], data["level_max"]))
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+KINDS = {"workflow": plot_workflow, "streams": plot_streams, "overhead": plot_overhead, "placement": plot_placement, "stream": plot_stream, "threads": plot_threads}
 
 
 def main(argv):
