@@ -1,0 +1,515 @@
+// octree_test.cpp — PM-octree: meshing against a linear-octree reference,
+// versions and copy-on-write, persist/restore, garbage collection, C0/C1,
+// neighbours, faces, partition, VTK and bad input.
+#include "cairn/octree.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+#include "cairn/extended/pool.hpp"
+
+namespace cairn::octree {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string pool_path(const std::string& name) {
+  const std::string dir = "/dev/shm/cairn-octree-test." + std::to_string(::getpid());
+  fs::create_directories(dir);
+  const std::string p = dir + "/" + name + ".pool";
+  fs::remove(p);
+  return p;
+}
+
+struct Cleanup {
+  ~Cleanup() { fs::remove_all("/dev/shm/cairn-octree-test." + std::to_string(::getpid())); }
+} cleanup;
+
+Options opts(int dims, std::uint32_t data = 8) {
+  Options o;
+  o.dims = dims;
+  o.data_size = data;
+  o.pool_size = 64ull << 20;
+  o.dram_budget = 16ull << 20;
+  return o;
+}
+
+// Payload: the octant's own code, so a wrong payload shows.
+void init_code(const Octant& o, std::byte* d, const std::byte*) {
+  const std::uint64_t v = morton(o, 3);
+  std::memcpy(d, &v, 8);
+}
+
+std::vector<Octant> leaves_of(const Octree& t) {
+  std::vector<Octant> out;
+  EXPECT_TRUE(t.visit_leaves([&](const Octant& o, const std::byte*) { out.push_back(o); }).ok());
+  return out;
+}
+
+// ---- a linear octree: the sorted set of leaves, as the reference
+struct Linear {
+  int dims;
+  std::map<std::uint64_t, Octant> leaves;  // by Morton order
+  void add(const Octant& o) { leaves[morton(o, dims)] = o; }
+  void refine(const Octant& o) {
+    leaves.erase(morton(o, dims));
+    for (int c = 0; c < (1 << dims); ++c) add(child_of(o, c));
+  }
+  const Octant* containing(std::uint32_t x, std::uint32_t y, std::uint32_t z) const {
+    for (const auto& [m, o] : leaves) {
+      const std::uint32_t l = o.length();
+      if (x >= o.x && x < o.x + l && y >= o.y && y < o.y + l && (dims == 2 || (z >= o.z && z < o.z + l))) return &o;
+    }
+    return nullptr;
+  }
+  // Naive 2:1 balance across faces: split any leaf two levels coarser than a neighbour.
+  void balance() {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const auto& [m, o] : leaves) {
+        for (int axis = 0; axis < dims && !changed; ++axis)
+          for (int side = -1; side <= 1 && !changed; side += 2) {
+            std::int64_t p[3] = {o.x, o.y, o.z};
+            p[axis] += side < 0 ? -1 : static_cast<std::int64_t>(o.length());
+            if (p[axis] < 0 || p[axis] >= static_cast<std::int64_t>(kRootLength)) continue;
+            const Octant* n = containing(static_cast<std::uint32_t>(p[0]), static_cast<std::uint32_t>(p[1]),
+                                         static_cast<std::uint32_t>(p[2]));
+            if (n != nullptr && n->level < o.level - 1) {
+              const Octant split = *n;
+              refine(split);
+              changed = true;
+            }
+          }
+        if (changed) break;
+      }
+    }
+  }
+  std::vector<Octant> list() const {
+    std::vector<Octant> v;
+    for (const auto& [m, o] : leaves) v.push_back(o);
+    return v;
+  }
+};
+
+TEST(Octree, UniformTreesVisitLeavesInMortonOrder) {
+  for (int dims : {2, 3}) {
+    auto t = Octree::create(pool_path("uniform" + std::to_string(dims)), opts(dims));
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    ASSERT_TRUE(t.value()->uniform(3, init_code).ok());
+    const auto leaves = leaves_of(*t.value());
+    ASSERT_EQ(leaves.size(), std::size_t{1} << (3 * dims));
+    for (std::size_t i = 1; i < leaves.size(); ++i)
+      EXPECT_LT(morton(leaves[i - 1], dims), morton(leaves[i], dims)) << i;
+    EXPECT_EQ(leaves[1], (Octant{3, kRootLength / 8, 0, 0}));
+    auto stats = t.value()->stats();
+    ASSERT_TRUE(stats.ok());
+    EXPECT_EQ(stats.value().leaves, leaves.size());
+    EXPECT_EQ(stats.value().depth, 3);
+  }
+}
+
+// Random refine / coarsen / balance sequences against the linear reference.
+TEST(Octree, RandomMeshingMatchesALinearOctreeAndStaysBalanced) {
+  for (int dims : {2, 3}) {
+    auto tr = Octree::create(pool_path("random" + std::to_string(dims)), opts(dims));
+    ASSERT_TRUE(tr.ok());
+    Octree& t = *tr.value();
+    Linear ref{dims, {}};
+    ref.add(Octant{});
+    std::mt19937_64 rng(42 + dims);
+    for (int round = 0; round < 12; ++round) {
+      const int op = static_cast<int>(rng() % 3);
+      const std::uint64_t salt = rng();
+      auto pick = [&](const Octant& o) { return (morton(o, dims) * 0x9E3779B97F4A7C15ull ^ salt) % 5 == 0; };
+      if (op == 0 || round < 3) {
+        std::vector<Octant> split;
+        for (const Octant& o : ref.list())
+          if (o.level < 7 && (o.level < 2 || pick(o))) split.push_back(o);
+        ASSERT_TRUE(t.refine(
+                         false,
+                         [&](const Octant& o, const std::byte*) { return o.level < 7 && (o.level < 2 || pick(o)); },
+                         init_code)
+                        .ok());
+        for (const Octant& o : split) ref.refine(o);
+      } else if (op == 1) {
+        std::set<std::uint64_t> merged;
+        ASSERT_TRUE(t.coarsen(
+                         false,
+                         [&](const Octant& p, std::span<const LeafView> fam) {
+                           EXPECT_EQ(fam.size(), std::size_t{1} << dims);
+                           if (!pick(p)) return false;
+                           merged.insert(morton(p, dims));
+                           return true;
+                         },
+                         nullptr)
+                        .ok());
+        for (const std::uint64_t m : merged) {
+          // The parent of a merged family: drop its children, add it.
+          Octant p{};
+          for (const auto& [k, o] : ref.leaves)
+            if (o.level > 0 && morton(parent_of(o), dims) == m) {
+              p = parent_of(o);
+              break;
+            }
+          for (int c = 0; c < (1 << dims); ++c) ref.leaves.erase(morton(child_of(p, c), dims));
+          ref.add(p);
+        }
+      } else {
+        ASSERT_TRUE(t.balance(Connect::face, init_code).ok());
+        ref.balance();
+      }
+      const auto got = leaves_of(t);
+      const auto want = ref.list();
+      ASSERT_EQ(got.size(), want.size()) << "dims " << dims << " round " << round << " op " << op;
+      for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << i;
+    }
+    ASSERT_TRUE(t.balance(Connect::face, init_code).ok());
+    ref.balance();
+    EXPECT_EQ(leaves_of(t).size(), ref.list().size());
+    // 2:1 across faces: every face neighbour is at most one level coarser.
+    for (const Octant& o : leaves_of(t))
+      for (int axis = 0; axis < dims; ++axis)
+        for (int side : {-1, 1}) {
+          int dir[3] = {0, 0, 0};
+          dir[axis] = side;
+          auto nb = t.neighbours(o, dir);
+          ASSERT_TRUE(nb.ok());
+          for (const LeafView& n : nb.value()) EXPECT_LE(std::abs(n.octant.level - o.level), 1);
+        }
+  }
+}
+
+TEST(Octree, FullBalanceAlsoBalancesCorners) {
+  auto tr = Octree::create(pool_path("full"), opts(2));
+  ASSERT_TRUE(tr.ok());
+  Octree& t = *tr.value();
+  ASSERT_TRUE(t.uniform(2, nullptr).ok());
+  // Refine deep into the corner at the centre, (0.5 - eps, 0.5 - eps).
+  const std::uint32_t c = kRootLength / 2 - 1;
+  ASSERT_TRUE(t.refine(
+                   true,
+                   [&](const Octant& o, const std::byte*) {
+                     return o.x <= c && c < o.x + o.length() && o.y <= c && c < o.y + o.length();
+                   },
+                   nullptr, 6)
+                  .ok());
+  ASSERT_TRUE(t.balance(Connect::face, nullptr).ok());
+  const auto face = leaves_of(t).size();
+  ASSERT_TRUE(t.balance(Connect::full, nullptr).ok());
+  const auto leaves = leaves_of(t);
+  EXPECT_GT(leaves.size(), face);  // the diagonal neighbour needed splitting too
+  for (const Octant& o : leaves)
+    for (int dx = -1; dx <= 1; ++dx)
+      for (int dy = -1; dy <= 1; ++dy) {
+        if (dx == 0 && dy == 0) continue;
+        const int dir[3] = {dx, dy, 0};
+        auto nb = t.neighbours(o, dir);
+        ASSERT_TRUE(nb.ok());
+        for (const LeafView& n : nb.value()) EXPECT_LE(std::abs(n.octant.level - o.level), 1);
+      }
+}
+
+TEST(Octree, PersistRestoreGivesThePersistedTreeBitForBit) {
+  const std::string path = pool_path("restore");
+  std::uint64_t persisted = 0;
+  {
+    auto tr = Octree::create(path, opts(3));
+    ASSERT_TRUE(tr.ok());
+    Octree& t = *tr.value();
+    ASSERT_TRUE(t.uniform(3, init_code).ok());
+    ASSERT_TRUE(t.refine(
+                     true, [](const Octant& o, const std::byte*) { return o.x == 0 && o.level < 6; }, init_code)
+                    .ok());
+    auto ps = t.persist();
+    ASSERT_TRUE(ps.ok()) << ps.error().message;
+    EXPECT_EQ(ps.value().version, 1u);
+    persisted = t.checksum().value();
+    // Changes after the persist are lost by the "crash" (the object dies without persisting).
+    ASSERT_TRUE(t.refine(
+                     false, [](const Octant& o, const std::byte*) { return o.y == 0; }, init_code)
+                    .ok());
+    ASSERT_NE(t.checksum().value(), persisted);
+  }
+  auto tr = Octree::restore(path, opts(3));
+  ASSERT_TRUE(tr.ok()) << tr.error().message;
+  EXPECT_EQ(tr.value()->version(), 1u);
+  EXPECT_EQ(tr.value()->checksum().value(), persisted);
+  // It continues: change, persist, restore again.
+  ASSERT_TRUE(tr.value()
+                  ->update_leaves([](const Octant& o, std::byte* d) {
+                    if (o.z != 0) return false;
+                    d[0] = std::byte{7};
+                    return true;
+                  })
+                  .ok());
+  ASSERT_TRUE(tr.value()->persist().ok());
+  const std::uint64_t second = tr.value()->checksum().value();
+  tr.value().reset();
+  auto again = Octree::restore(path, opts(3));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.value()->version(), 2u);
+  EXPECT_EQ(again.value()->checksum().value(), second);
+}
+
+TEST(Octree, ChangingOneLeafCopiesOnlyItsPathAndSharesTheRest) {
+  Options o = opts(3);
+  o.dram_budget = 0;  // every block in the pool: blocks_written counts copies exactly
+  auto tr = Octree::create(pool_path("cow"), o);
+  ASSERT_TRUE(tr.ok());
+  Octree& t = *tr.value();
+  ASSERT_TRUE(t.uniform(4, init_code).ok());  // 4096 leaves, 586 blocks
+  auto first = t.persist();
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first.value().blocks_written, 1u + 1 + 8 + 64 + 512);
+  const std::uint64_t before = t.checksum().value();
+  // Change one leaf: the blocks from the root to it are copied (5), nothing else.
+  ASSERT_TRUE(t.update_leaves([](const Octant& oc, std::byte* d) {
+                 if (oc.x != 0 || oc.y != 0 || oc.z != 0) return false;
+                 d[1] = std::byte{0x5A};
+                 return true;
+               }).ok());
+  auto st = t.stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st.value().blocks, 586u);
+  EXPECT_EQ(st.value().shared_bytes, (586u - 5) * st.value().block_bytes);
+  EXPECT_EQ(st.value().nvm_bytes, (586u + 5) * st.value().block_bytes);
+  auto second = t.persist();
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second.value().blocks_written, 5u);
+  EXPECT_NE(t.checksum().value(), before);
+  // Reading changes nothing and copies nothing.
+  ASSERT_TRUE(t.update_leaves([](const Octant&, std::byte*) { return false; }).ok());
+  EXPECT_EQ(t.persist().value().blocks_written, 0u);
+}
+
+TEST(Octree, GarbageCollectionFreesWhatNoVersionReachesAndKeepsTheRest) {
+  Options o = opts(3);
+  o.dram_budget = 0;
+  const std::string path = pool_path("gc");
+  auto tr = Octree::create(path, o);
+  ASSERT_TRUE(tr.ok());
+  Octree& t = *tr.value();
+  ASSERT_TRUE(t.uniform(4, init_code).ok());
+  ASSERT_TRUE(t.persist().ok());
+  // Coarsen everything back to level 2 and persist twice: the level-3 and -4
+  // blocks are then reachable from neither version.
+  ASSERT_TRUE(t.coarsen(
+                   true, [](const Octant& p, std::span<const LeafView>) { return p.level >= 2; }, nullptr)
+                  .ok());
+  ASSERT_TRUE(t.persist().ok());
+  ASSERT_TRUE(t.update_leaves([](const Octant&, std::byte* d) {
+                 d[2] = std::byte{1};
+                 return true;
+               }).ok());
+  ASSERT_TRUE(t.persist().ok());
+  const std::uint64_t sum = t.checksum().value();
+  const std::uint64_t free_before = t.stats().value().pool_free_bytes;
+  ASSERT_TRUE(t.gc().ok());
+  const auto after = t.stats().value();
+  EXPECT_GE(after.pool_free_bytes - free_before, (512u + 64) * after.block_bytes);
+  EXPECT_EQ(t.checksum().value(), sum);
+  // New blocks reuse the freed space and the committed tree survives.
+  ASSERT_TRUE(t.uniform(4, init_code).ok());
+  ASSERT_TRUE(t.persist().ok());
+  const std::uint64_t grown = t.checksum().value();
+  tr.value().reset();
+  auto back = Octree::restore(path, o);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back.value()->checksum().value(), grown);
+}
+
+TEST(Octree, RestoreCollectsTheLostVersionInTheBackground) {
+  Options o = opts(3);
+  o.dram_budget = 0;
+  const std::string path = pool_path("bggc");
+  std::uint64_t committed = 0;
+  {
+    auto tr = Octree::create(path, o);
+    ASSERT_TRUE(tr.ok());
+    ASSERT_TRUE(tr.value()->uniform(3, init_code).ok());
+    ASSERT_TRUE(tr.value()->persist().ok());
+    committed = tr.value()->checksum().value();
+    ASSERT_TRUE(tr.value()->uniform(5, init_code).ok());  // lost: never persisted
+  }
+  auto tr = Octree::restore(path, o);
+  ASSERT_TRUE(tr.ok());
+  Octree& t = *tr.value();
+  // Work goes on while the collector runs; its blocks come from new chunks.
+  ASSERT_TRUE(t.refine(
+                   false, [](const Octant& oc, const std::byte*) { return oc.x == 0; }, init_code)
+                  .ok());
+  const std::uint64_t work = t.checksum().value();
+  ASSERT_TRUE(t.gc().ok());
+  EXPECT_EQ(t.checksum().value(), work);
+  const auto st = t.stats().value();
+  EXPECT_GE(st.gc_runs, 1u);
+  EXPECT_GE(st.pool_free_bytes, (4096u) * st.block_bytes);  // the lost level-5 blocks
+  ASSERT_TRUE(t.persist().ok());
+  tr.value().reset();
+  auto again = Octree::restore(path, o);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.value()->checksum().value(), work);
+  EXPECT_NE(work, committed);
+}
+
+TEST(Octree, SmallDramBudgetMergesRegionsAndComputesTheSameTree) {
+  std::uint64_t sums[2];
+  for (int i = 0; i < 2; ++i) {
+    Options o = opts(3);
+    // Regions are the level-1 subtrees; each refined one takes ~330 blocks
+    // (~47 KB) of DRAM: the budget holds two of the four.
+    o.dram_budget = i == 0 ? 0 : 100 * 1024;
+    auto tr = Octree::create(pool_path("budget" + std::to_string(i)), o);
+    ASSERT_TRUE(tr.ok());
+    Octree& t = *tr.value();
+    ASSERT_TRUE(t.uniform(3, init_code).ok());
+    ASSERT_TRUE(t.persist().ok());
+    ASSERT_TRUE(
+        t.refine(
+             true, [](const Octant& oc, const std::byte*) { return oc.level < 5 && oc.x < kRootLength / 2; }, init_code)
+            .ok());
+    const auto st = t.stats().value();
+    if (i == 1) {
+      EXPECT_GT(st.merges, 0u);
+      EXPECT_LE(st.dram_bytes, o.dram_budget + 64 * st.block_bytes);
+      EXPECT_GT(st.dram_bytes, 0u);
+    } else {
+      EXPECT_EQ(st.dram_bytes, 0u);
+    }
+    auto ps = t.persist();
+    ASSERT_TRUE(ps.ok());
+    if (i == 1) {
+      EXPECT_GT(ps.value().merged_from_dram, 0u);
+    }
+    EXPECT_EQ(t.stats().value().dram_bytes, 0u);  // persist merged C0 into C1
+    sums[i] = t.checksum().value();
+  }
+  EXPECT_EQ(sums[0], sums[1]);
+}
+
+TEST(Octree, NeighboursFacesPartitionAndFindLeaf) {
+  auto tr = Octree::create(pool_path("faces"), opts(2));
+  ASSERT_TRUE(tr.ok());
+  Octree& t = *tr.value();
+  ASSERT_TRUE(t.uniform(3, init_code).ok());
+  int boundary = 0, inner = 0;
+  ASSERT_TRUE(
+      t.visit_faces([&](const LeafView&, int, bool, const LeafView* other) { (other ? inner : boundary)++; }).ok());
+  EXPECT_EQ(boundary, 4 * 8);
+  EXPECT_EQ(inner, 2 * 8 * 7);
+  // Split one leaf: its left neighbour now sees two finer leaves.
+  const std::uint32_t h = kRootLength / 8;
+  ASSERT_TRUE(t.refine(
+                   false, [&](const Octant& o, const std::byte*) { return o.x == h && o.y == h; }, init_code)
+                  .ok());
+  const int right[3] = {1, 0, 0};
+  auto nb = t.neighbours(Octant{3, 0, h, 0}, right);
+  ASSERT_TRUE(nb.ok());
+  ASSERT_EQ(nb.value().size(), 2u);
+  EXPECT_EQ(nb.value()[0].octant.level, 4);
+  const int left[3] = {-1, 0, 0};
+  auto back = t.neighbours(Octant{4, h, h + h / 2, 0}, left);
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back.value().size(), 1u);
+  EXPECT_EQ(back.value()[0].octant, (Octant{3, 0, h, 0}));
+  auto leaf = t.find_leaf(h + 1, h + h / 2 + 1);
+  ASSERT_TRUE(leaf.ok());
+  EXPECT_EQ(leaf.value().octant, (Octant{4, h, h + h / 2, 0}));
+  std::uint64_t payload;
+  std::memcpy(&payload, leaf.value().data, 8);
+  EXPECT_EQ(payload, morton(leaf.value().octant, 3));
+  // Partition: 67 leaves, weights 1, 3 parts.
+  auto parts = t.partition(3, nullptr);
+  ASSERT_TRUE(parts.ok());
+  ASSERT_EQ(parts.value().size(), 4u);
+  EXPECT_EQ(parts.value().back(), 67u);
+  for (int p = 0; p < 3; ++p) EXPECT_NEAR(static_cast<double>(parts.value()[p + 1] - parts.value()[p]), 67.0 / 3, 1.0);
+}
+
+TEST(Octree, WritesAVtkUnstructuredGrid) {
+  auto tr = Octree::create(pool_path("vtk"), opts(3));
+  ASSERT_TRUE(tr.ok());
+  ASSERT_TRUE(tr.value()->uniform(2, init_code).ok());
+  const std::string file = pool_path("mesh") + ".vtu";
+  ASSERT_TRUE(tr.value()->write_vtk(file, {{"x", [](const Octant& o, const std::byte*) { return o.x * 1.0; }}}).ok());
+  std::ifstream f(file);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("NumberOfPoints=\"512\" NumberOfCells=\"64\""), std::string::npos);
+  EXPECT_NE(text.find("Name=\"level\""), std::string::npos);
+  EXPECT_NE(text.find("Name=\"x\""), std::string::npos);
+  // 64 hexahedra (type 12).
+  std::size_t types = text.find("Name=\"types\"");
+  ASSERT_NE(types, std::string::npos);
+  std::size_t twelves = 0;
+  for (std::size_t at = text.find("\n12\n", types); at != std::string::npos && at < text.find("</DataArray>", types);
+       at = text.find("\n12\n", at + 1))
+    ++twelves;
+  EXPECT_EQ(twelves, 64u);
+}
+
+TEST(Octree, BadInputGetsTypedErrorsAndChangesNothing) {
+  const std::string path = pool_path("bad");
+  EXPECT_EQ(Octree::restore(path, opts(3)).error().code, Errc::not_found);
+  Options bad = opts(4);
+  EXPECT_EQ(Octree::create(path, bad).error().code, Errc::invalid_argument);
+  {
+    auto tr = Octree::create(path, opts(3));
+    ASSERT_TRUE(tr.ok());
+    EXPECT_EQ(Octree::create(path, opts(3)).error().code, Errc::already_exists);
+  }
+  EXPECT_EQ(Octree::restore(path, opts(3)).error().code, Errc::no_version);  // never persisted
+  {
+    auto tr = Octree::restore(path, opts(3));
+    EXPECT_FALSE(tr.ok());
+  }
+  std::uint64_t sum = 0;
+  {
+    fs::remove(path);
+    auto tr = Octree::create(path, opts(3));
+    ASSERT_TRUE(tr.ok());
+    ASSERT_TRUE(tr.value()->uniform(2, init_code).ok());
+    ASSERT_TRUE(tr.value()->persist().ok());
+    sum = tr.value()->checksum().value();
+  }
+  EXPECT_EQ(Octree::restore(path, opts(3, 16)).error().code, Errc::layout_mismatch);
+  EXPECT_EQ(Octree::restore(path, opts(2)).error().code, Errc::layout_mismatch);
+  EXPECT_EQ(Octree::restore(path, opts(3)).value()->checksum().value(), sum);  // nothing was overwritten
+  // A plain file and a pool of another structure.
+  const std::string junk = pool_path("junk");
+  std::ofstream(junk) << "not a pool";
+  EXPECT_FALSE(Octree::restore(junk, opts(3)).ok());
+  const std::string other = pool_path("other");
+  {
+    pool::CreateOptions co;
+    co.size = 4ull << 20;
+    ASSERT_TRUE(pool::Pool::create(other, std::move(co)).ok());
+  }
+  EXPECT_EQ(Octree::restore(other, opts(3)).error().code, Errc::foreign_file);
+  // A damaged block: the first chunk follows the one-block tree header in the
+  // arena; its block 5 (a level-1 family) gets a wrong parent code.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(pool::kArenaOffset + pool::kDefaultBlockSize + 5 * (16 + 8 * 16)));
+    const std::uint64_t garbage = 0x1234567812345678ull;
+    f.write(reinterpret_cast<const char*>(&garbage), 8);
+  }
+  Options sync = opts(3);
+  sync.background_gc = false;
+  auto broken = Octree::restore(path, sync);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.error().code, Errc::corrupted) << broken.error().message;
+  auto lazy = Octree::restore(path, opts(3));  // O(1): the damage shows when it is read
+  ASSERT_TRUE(lazy.ok());
+  EXPECT_EQ(lazy.value()->checksum().error().code, Errc::corrupted);
+  EXPECT_EQ(lazy.value()->gc().error().code, Errc::corrupted);
+}
+
+}  // namespace
+}  // namespace cairn::octree
