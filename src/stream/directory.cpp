@@ -122,9 +122,19 @@ Result<void> Directory::reclaim() {
       const StreamDesc& live = e.desc[e.commit & 1];
       const Extent le{live.offset, live.capacity};
       if (holds(live, v) && sane(le)) keep.push_back(le);
-      const StreamDesc& old = e.desc[1 - (e.commit & 1)];
+      StreamDesc& old = e.desc[1 - (e.commit & 1)];
       const Extent oe{old.offset, old.capacity};
-      if (holds(old, v - 1) && sane(oe) && !unpinned(old.offset)) keep.push_back(oe);
+      if (holds(old, v - 1) && sane(oe)) {
+        if (!unpinned(old.offset)) {
+          keep.push_back(oe);
+        } else {
+          // Released now: its extent may be reused by another stream, whose
+          // readers pin the same first byte. The descriptor must never
+          // claim it again (not even after a crash), so it is cleared.
+          const std::uint64_t zero = 0;
+          pool_->memcpy_persist(&old.offset, &zero, sizeof zero);
+        }
+      }
     }
     if (e.owner.pid != 0 && !alive(e.owner)) {
       e.owner = Owner{};

@@ -212,6 +212,29 @@ TEST_F(PmemStreams, TheViewPointsIntoThePoolAndStaysWhileNewerVersionsAreWritten
   EXPECT_EQ(read_bytes(uri("a")), pattern(200000, 200));
 }
 
+// A released old version's extent can be reused by another stream whose
+// readers then pin the same first byte: the former owner's descriptor must
+// not claim it again (found by the workflow app: "overlapping extents").
+TEST_F(PmemStreams, AnExtentReusedByAnotherStreamIsNotClaimedByItsFormerOwner) {
+  cs::OpenOptions big;
+  big.size_hint = 300000;
+  write_bytes(uri("a"), pattern(300000, 1), big);  // version 1: extent X, first after the directory
+  write_bytes(uri("a"), pattern(300000, 2));       // version 2 after it; a's old descriptor names X
+  cs::OpenOptions hint;
+  hint.size_hint = 100000;  // one extent, first fit: X, with another capacity
+  auto w = cs::Stream::open(uri("b"), cs::Mode::write, hint);
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  ASSERT_EQ(std::fwrite(pattern(100000, 3).data(), 1, 100000, w.value()->file()), 100000u);
+  ASSERT_TRUE(w.value()->close().ok());
+  auto r = open_ok(uri("b"), cs::Mode::read);  // pins b's extent
+  ASSERT_TRUE(r);
+  for (unsigned v = 4; v < 8; ++v) write_bytes(uri("c"), pattern(5000, v));  // each open reclaims
+  EXPECT_EQ(read_bytes(uri("a")), pattern(300000, 2));
+  EXPECT_EQ(0, std::memcmp(r->view().data(), pattern(100000, 3).data(), 100000));
+  ASSERT_TRUE(r->close().ok());
+  EXPECT_EQ(read_bytes(uri("b")), pattern(100000, 3));
+}
+
 TEST_F(PmemStreams, NeverCommittedAndBusyAndRemoved) {
   auto w = open_ok(uri("x"), cs::Mode::write);
   ASSERT_TRUE(w);
