@@ -56,6 +56,10 @@
 
 namespace cairn::octree {
 
+namespace detail {
+struct Factory;  // the crash harness's way in (src/octree/internal.hpp)
+}
+
 // The finest level an octant can have (coordinates are integers in
 // [0, 2^kMaxLevel) along each axis, in units of the finest octant).
 inline constexpr int kMaxLevel = 19;
@@ -104,6 +108,8 @@ struct Stats {
   std::uint64_t version_bytes = 0;        // V(i) alone: what one version costs
   std::uint64_t block_bytes = 0;          // size of one family block
   std::uint64_t pool_free_bytes = 0;      // free pool space (after the last GC)
+  std::uint64_t free_blocks = 0;          // blocks of chunks known free (the collector's list)
+  std::uint64_t chunk_blocks = 0;         // blocks the chunks hold in all
   std::uint64_t committed_version = 0;
   int depth = 0;  // finest leaf level
   std::uint64_t c0_regions = 0;
@@ -225,9 +231,16 @@ class Octree {
   std::uint64_t version() const;  // the committed version (0: never persisted)
   const std::string& path() const;
 
+  // Checks the stored structure: every block reachable from either version
+  // passes its check, lies in a chunk, and is not on the free list; after a
+  // collection, free blocks and reachable blocks account for every block of
+  // every chunk. Errc::corrupted names the first problem.
+  Result<void> verify() const;
+
   class Impl;
 
  private:
+  friend struct detail::Factory;
   explicit Octree(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

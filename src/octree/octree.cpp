@@ -42,6 +42,7 @@
 #include <unordered_set>
 
 #include "cairn/extended/pool.hpp"
+#include "octree/internal.hpp"
 #include "util/hash.hpp"
 
 namespace cairn::octree {
@@ -194,8 +195,10 @@ class Octree::Impl {
   std::size_t stride_ = 8, block_bytes_ = 0;
 
   // ---- storage
-  std::unique_ptr<pool::Pool> pool_;
+  std::unique_ptr<pool::Pool> pool_owner_;  // null when the pool is borrowed (crash harness)
+  pool::Pool* pool_ = nullptr;
   std::byte* base_ = nullptr;
+  detail::Internal internal_;
   std::uint64_t meta_ = 0;  // tree header extent
   TreeHeader* header_ = nullptr;
   std::uint64_t* table_ = nullptr;  // chunk table
@@ -265,7 +268,7 @@ class Octree::Impl {
   std::byte* data(Ref r, int s) const {
     return blk(r) + sizeof(BlockHeader) + static_cast<std::size_t>(s) * stride_ + 8;
   }
-  bool writable(Ref r) const { return in_dram(r) || hdr(r)->epoch == work_gen_; }
+  bool writable(Ref r) const { return in_dram(r) || hdr(r)->epoch == work_gen_ || internal_.skip_copy_on_write; }
   int slots_of(int d) const { return d == 0 ? 1 : fan_; }
   Octant octant_at(int d, int s) const { return d == 0 ? Octant{} : child_of(path_[d].parent, s); }
 
@@ -542,7 +545,8 @@ class Octree::Impl {
       bg_free_.clear();
     }
     Marks m = fresh_marks(chunks_.size());
-    if (committed_root_ != 0) mark(committed_root_, kNoParent, m, chunk_index_, work_gen_);
+    if (committed_root_ != 0 && !internal_.gc_ignores_committed)
+      mark(committed_root_, kNoParent, m, chunk_index_, work_gen_);
     mark(work_root_, kNoParent, m, chunk_index_, work_gen_);
     free_.clear();
     for (std::size_t c = 0; c < chunks_.size(); ++c) {
@@ -618,25 +622,28 @@ std::uint64_t record_checksum(const Record& r) { return pool::checksum64(&r, off
 Octree::Octree(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Octree::~Octree() = default;
 
-Result<std::unique_ptr<Octree>> Octree::create(const std::string& path, const Options& o) {
+namespace {
+
+Result<std::unique_ptr<Octree::Impl>> format_impl(pool::Pool& pool, const Options& o, const detail::Internal& in) {
   if (auto c = check_options(o); !c.ok()) return c.error();
-  pool::CreateOptions co;
-  co.size = o.pool_size;
-  auto p = pool::Pool::create(path, std::move(co));
-  if (!p.ok()) return p.error();
-  auto impl = std::make_unique<Impl>();
-  Impl& t = *impl;
+  if (pool.root(kHeaderSlot).offset != 0)
+    return make_error(Errc::already_exists, pool.path() + " already holds a structure in root slot 0");
+  auto impl = std::make_unique<Octree::Impl>();
+  Octree::Impl& t = *impl;
   configure(t, o);
-  t.file_ = path;
-  t.pool_ = std::move(p.value());
-  t.base_ = t.pool_->base();
-  t.pool_->arena().reset_empty();
-  return guard([&]() -> Result<std::unique_ptr<Octree>> {
-    const std::uint64_t chunk = std::max<std::uint64_t>(1u << 20, t.block_bytes_ * 64);
-    const std::uint64_t bs = t.pool_->arena().block_size();
-    const std::uint64_t chunk_bytes = (chunk + bs - 1) / bs * bs;
-    const std::uint64_t capacity = t.pool_->size() / chunk_bytes + 1;
-    auto meta = t.pool_->arena().alloc(kHeaderBytes + 2 * kRecordBytes + capacity * 8);
+  t.internal_ = in;
+  t.file_ = pool.path();
+  t.pool_ = &pool;
+  t.base_ = pool.base();
+  pool.arena().reset_empty();
+  return guard([&]() -> Result<std::unique_ptr<Octree::Impl>> {
+    // Chunks: a thirty-second of the pool, between 16 blocks and 1 MiB.
+    const std::uint64_t bs = pool.arena().block_size();
+    const std::uint64_t want = std::clamp<std::uint64_t>(pool.size() / 32, t.block_bytes_ * 16,
+                                                         std::max<std::uint64_t>(1u << 20, t.block_bytes_ * 16));
+    const std::uint64_t chunk_bytes = (want + bs - 1) / bs * bs;
+    const std::uint64_t capacity = pool.size() / chunk_bytes + 1;
+    auto meta = pool.arena().alloc(kHeaderBytes + 2 * kRecordBytes + capacity * 8);
     if (!meta.ok()) return meta.error();
     t.meta_ = meta.value();
     t.header_ = reinterpret_cast<TreeHeader*>(t.base_ + t.meta_);
@@ -650,27 +657,27 @@ Result<std::unique_ptr<Octree>> Octree::create(const std::string& path, const Op
     h.chunk_table = t.meta_ + kHeaderBytes + 2 * kRecordBytes;
     h.chunk_capacity = capacity;
     h.checksum = header_checksum(h);
-    t.pool_->memcpy_persist(t.header_, &h, sizeof h);
+    pool.memcpy_persist(t.header_, &h, sizeof h);
     t.table_ = reinterpret_cast<std::uint64_t*>(t.base_ + h.chunk_table);
     t.blocks_per_chunk_ = chunk_bytes / t.block_bytes_;
-    if (auto r = t.pool_->publish_root(kHeaderSlot, t.meta_, 0); !r.ok()) return r.error();
+    if (auto r = pool.publish_root(kHeaderSlot, t.meta_, 0); !r.ok()) return r.error();
     // The root octant, in the working version only.
     t.work_root_ = t.alloc_block(nullptr);
     std::memset(t.blk(t.work_root_) + sizeof(BlockHeader), 0, t.block_bytes_ - sizeof(BlockHeader));
-    return std::unique_ptr<Octree>(new Octree(std::move(impl)));
+    return std::move(impl);
   });
 }
 
-Result<std::unique_ptr<Octree>> Octree::restore(const std::string& path, const Options& o) {
+Result<std::unique_ptr<Octree::Impl>> attach_impl(pool::Pool& pool, const Options& o, const detail::Internal& in) {
   if (auto c = check_options(o); !c.ok()) return c.error();
-  auto p = pool::Pool::open(path);
-  if (!p.ok()) return p.error();
-  auto impl = std::make_unique<Impl>();
-  Impl& t = *impl;
+  const std::string& path = pool.path();
+  auto impl = std::make_unique<Octree::Impl>();
+  Octree::Impl& t = *impl;
   configure(t, o);
+  t.internal_ = in;
   t.file_ = path;
-  t.pool_ = std::move(p.value());
-  t.base_ = t.pool_->base();
+  t.pool_ = &pool;
+  t.base_ = pool.base();
   const pool::RootSlot hs = t.pool_->root(kHeaderSlot);
   if (hs.offset == 0 || hs.offset + kHeaderBytes > t.pool_->size())
     return make_error(Errc::foreign_file,
@@ -735,7 +742,43 @@ Result<std::unique_ptr<Octree>> Octree::restore(const std::string& path, const O
     });
     if (!g.ok()) return g.error();
   }
-  return std::unique_ptr<Octree>(new Octree(std::move(impl)));
+  return impl;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Octree>> Octree::create(const std::string& path, const Options& o) {
+  if (auto c = check_options(o); !c.ok()) return c.error();
+  pool::CreateOptions co;
+  co.size = o.pool_size;
+  auto p = pool::Pool::create(path, std::move(co));
+  if (!p.ok()) return p.error();
+  auto impl = format_impl(*p.value(), o, {});
+  if (!impl.ok()) return impl.error();
+  impl.value()->pool_owner_ = std::move(p.value());
+  return std::unique_ptr<Octree>(new Octree(std::move(impl.value())));
+}
+
+Result<std::unique_ptr<Octree>> Octree::restore(const std::string& path, const Options& o) {
+  if (auto c = check_options(o); !c.ok()) return c.error();
+  auto p = pool::Pool::open(path);
+  if (!p.ok()) return p.error();
+  auto impl = attach_impl(*p.value(), o, {});
+  if (!impl.ok()) return impl.error();
+  impl.value()->pool_owner_ = std::move(p.value());
+  return std::unique_ptr<Octree>(new Octree(std::move(impl.value())));
+}
+
+Result<std::unique_ptr<Octree>> detail::Factory::format(pool::Pool& pool, const Options& o, const Internal& in) {
+  auto impl = format_impl(pool, o, in);
+  if (!impl.ok()) return impl.error();
+  return std::unique_ptr<Octree>(new Octree(std::move(impl.value())));
+}
+
+Result<std::unique_ptr<Octree>> detail::Factory::attach(pool::Pool& pool, const Options& o, const Internal& in) {
+  auto impl = attach_impl(pool, o, in);
+  if (!impl.ok()) return impl.error();
+  return std::unique_ptr<Octree>(new Octree(std::move(impl.value())));
 }
 
 Result<void> Octree::remove(const std::string& path) {
@@ -763,10 +806,13 @@ Result<PersistStats> Octree::persist() {
     // or a block freed again: flushing it once more is harmless).
     std::sort(t.dirty_.begin(), t.dirty_.end());
     t.dirty_.erase(std::unique(t.dirty_.begin(), t.dirty_.end()), t.dirty_.end());
-    for (const Ref r : t.dirty_) t.pool_->flush(t.blk(r), t.block_bytes_);
-    if (t.chunks_.size() > t.committed_chunks_)
-      t.pool_->flush(t.table_ + t.committed_chunks_, (t.chunks_.size() - t.committed_chunks_) * 8);
-    t.pool_->drain();
+    const auto flush_blocks = [&] {
+      for (const Ref r : t.dirty_) t.pool_->flush(t.blk(r), t.block_bytes_);
+      if (t.chunks_.size() > t.committed_chunks_)
+        t.pool_->flush(t.table_ + t.committed_chunks_, (t.chunks_.size() - t.committed_chunks_) * 8);
+      t.pool_->drain();
+    };
+    if (!t.internal_.publish_before_flush) flush_blocks();
     ps.blocks_written = t.dirty_.size();
     ps.bytes_written = t.dirty_.size() * t.block_bytes_;
     // The record, in the place the live one does not use; then the commit word.
@@ -781,6 +827,7 @@ Result<PersistStats> Octree::persist() {
     rec.checksum = record_checksum(rec);
     t.pool_->memcpy_persist(t.base_ + at, &rec, sizeof rec);
     if (auto r = t.pool_->publish_root(kRecordSlot, at, gen); !r.ok()) return r.error();
+    if (t.internal_.publish_before_flush) flush_blocks();
     t.committed_root_ = t.work_root_;
     t.committed_gen_ = gen;
     t.committed_chunks_ = t.chunks_.size();
@@ -1284,6 +1331,8 @@ Result<Stats> Octree::stats() const {
       if (!work.count(r)) ++nvm_blocks;
     st.nvm_bytes = nvm_blocks * t.block_bytes_;
     st.version_bytes = st.blocks * t.block_bytes_;
+    st.free_blocks = t.free_.size();
+    st.chunk_blocks = t.chunks_.size() * t.blocks_per_chunk_;
     const auto& a = t.pool_->arena();
     st.pool_free_bytes =
         (a.block_count() - a.blocks_in_use()) * a.block_size() + t.free_.size() * t.block_bytes_ +
@@ -1302,6 +1351,37 @@ Result<void> Octree::gc() {
       t.bg_free_.clear();
     }
     t.collect();
+    return {};
+  });
+}
+
+Result<void> Octree::verify() const {
+  Impl& t = *impl_;
+  return guard([&]() -> Result<void> {
+    t.install_background_gc();
+    Impl::Marks m = t.fresh_marks(t.chunks_.size());
+    if (t.committed_root_ != 0) t.mark(t.committed_root_, kNoParent, m, t.chunk_index_, t.work_gen_);
+    t.mark(t.work_root_, kNoParent, m, t.chunk_index_, t.work_gen_);
+    std::uint64_t reachable = 0;
+    for (const auto& bits : m.bits)
+      for (const std::uint64_t w : bits) reachable += static_cast<std::uint64_t>(__builtin_popcountll(w));
+    for (const Ref r : t.free_) {
+      std::uint32_t c;
+      std::uint64_t i;
+      if (!t.locate_block(t.chunk_index_, r, c, i))
+        return make_error(Errc::corrupted, t.file_ + ": a free block lies outside every chunk");
+      if (m.bits[c][i / 64] & (std::uint64_t{1} << (i % 64)))
+        return make_error(Errc::corrupted,
+                          t.file_ + ": a reachable block is on the free list (offset " + std::to_string(r) + ")");
+    }
+    // Every block of every chunk is reachable, free, or (in the last chunk)
+    // not handed out yet; blocks of the working generation freed since the
+    // last collection may be missing from the free list (they are reclaimed
+    // at the next one), so this holds exactly right after a collection.
+    const std::uint64_t untouched =
+        t.chunks_.empty() ? 0 : t.blocks_per_chunk_ - std::min(t.bump_, t.blocks_per_chunk_);
+    if (!t.bg_running_ && reachable + t.free_.size() + untouched > t.chunks_.size() * t.blocks_per_chunk_)
+      return make_error(Errc::corrupted, t.file_ + ": more blocks in use and free than the chunks hold");
     return {};
   });
 }

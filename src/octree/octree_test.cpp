@@ -315,6 +315,7 @@ TEST(Octree, GarbageCollectionFreesWhatNoVersionReachesAndKeepsTheRest) {
   const auto after = t.stats().value();
   EXPECT_GE(after.pool_free_bytes - free_before, (512u + 64) * after.block_bytes);
   EXPECT_EQ(t.checksum().value(), sum);
+  EXPECT_TRUE(t.verify().ok()) << t.verify().error().message;
   // New blocks reuse the freed space and the committed tree survives.
   ASSERT_TRUE(t.uniform(4, init_code).ok());
   ASSERT_TRUE(t.persist().ok());
