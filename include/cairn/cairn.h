@@ -494,6 +494,80 @@ int cairn_stream_remove(const char* uri);
 /* This thread's last stream failure, including those inside fwrite and fclose. */
 const char* cairn_stream_errormsg(void);
 
+/* ---- PM-octree: an adaptive octree in DRAM and a pool (seed 000) ----
+ *
+ * The working version of the tree lives in DRAM and in the pool at once; the
+ * last persisted version lives entirely in the pool and restarts the
+ * program. cairn_octree_persist makes the working version the persistent one
+ * (cost: the octants changed since the last persist); cairn_octree_restore
+ * returns the last persisted version at once. Octants carry `data_size`
+ * bytes of payload; callbacks get pointers to it. Every call returns 0 or a
+ * negative CAIRN_E_* code with cairn_errormsg() set. The seed's own names
+ * (pm_create, pm_persistent, pm_restore, pm_delete) are in cairn/pm_octree.h.
+ * C++: cairn/octree.hpp (the primary interface; its header explains the
+ * design). */
+typedef struct cairn_octree cairn_octree;
+
+typedef struct cairn_octant {
+  int level;           /* 0 (the root) to CAIRN_OCTREE_MAX_LEVEL */
+  uint32_t x, y, z;    /* lower corner, in units of the finest octant */
+} cairn_octant;
+#define CAIRN_OCTREE_MAX_LEVEL 19
+
+typedef struct cairn_octree_options {
+  int dims;                 /* 3 (octree) or 2 (quadtree) */
+  uint32_t data_size;       /* payload bytes per octant */
+  uint64_t pool_size;       /* create: bytes of the pool file */
+  uint64_t dram_budget;     /* bytes of DRAM for hot subtrees (C0); 0: none */
+  uint64_t threshold_dram;  /* also merge C0 into the pool below this much free system memory */
+  double threshold_nvbm;    /* collect garbage below this free fraction of the pool */
+} cairn_octree_options;
+
+/* Defaults: 3D, no payload, 1 GiB pool, 256 MiB of C0, 512 MiB threshold, 10 %. */
+void cairn_octree_options_init(cairn_octree_options* options);
+
+/* A new pool file at `path` (refused if it exists) with one root octant. */
+int cairn_octree_create(const char* path, const cairn_octree_options* options, cairn_octree** out);
+/* The last persisted version in `path`; dims and data_size must match
+ * (CAIRN_E_LAYOUT_MISMATCH); never persisted: CAIRN_E_NO_VERSION. */
+int cairn_octree_restore(const char* path, const cairn_octree_options* options, cairn_octree** out);
+/* Makes the working version persistent; *version (may be NULL) gets its number. */
+int cairn_octree_persist(cairn_octree* tree, uint64_t* version);
+/* Frees the handle (the pool file stays); sets *tree to NULL. */
+int cairn_octree_close(cairn_octree** tree);
+/* Removes the pool file: every octant of both versions. */
+int cairn_octree_remove(const char* path);
+/* pm_delete: removes the pool file of an open tree, then frees the handle. */
+int cairn_octree_delete(cairn_octree** tree);
+
+/* Callbacks; `user` is passed through. Return non-zero for "yes" / "changed". */
+typedef int (*cairn_octree_refine_fn)(const cairn_octant* octant, const void* data, void* user);
+typedef void (*cairn_octree_init_fn)(const cairn_octant* octant, void* data, const void* parent, void* user);
+/* The 2^dims children of `parent`, in Morton order. */
+typedef int (*cairn_octree_coarsen_fn)(const cairn_octant* parent, const void* const* children, void* user);
+typedef void (*cairn_octree_merge_fn)(const cairn_octant* parent, void* data, const void* const* children,
+                                      void* user);
+typedef void (*cairn_octree_visit_fn)(const cairn_octant* leaf, const void* data, void* user);
+/* `data` is a copy; return non-zero if you changed it (only then is it stored). */
+typedef int (*cairn_octree_update_fn)(const cairn_octant* leaf, void* data, void* user);
+
+int cairn_octree_uniform(cairn_octree* tree, int level, cairn_octree_init_fn init, void* user);
+int cairn_octree_refine(cairn_octree* tree, int recursive, int max_level, cairn_octree_refine_fn refine,
+                        cairn_octree_init_fn init, void* user);
+int cairn_octree_coarsen(cairn_octree* tree, int recursive, cairn_octree_coarsen_fn coarsen,
+                         cairn_octree_merge_fn merge, void* user);
+/* 2:1 balance across faces (full = 0) or faces, edges and corners (full = 1). */
+int cairn_octree_balance(cairn_octree* tree, int full, cairn_octree_init_fn init, void* user);
+int cairn_octree_visit_leaves(const cairn_octree* tree, cairn_octree_visit_fn visit, void* user);
+int cairn_octree_update_leaves(cairn_octree* tree, cairn_octree_update_fn update, void* user);
+int cairn_octree_checksum(const cairn_octree* tree, uint64_t* out);
+int cairn_octree_leaf_count(const cairn_octree* tree, uint64_t* out);
+/* The committed version's number (0: never persisted). */
+uint64_t cairn_octree_version(const cairn_octree* tree);
+int cairn_octree_gc(cairn_octree* tree);
+/* The leaf mesh as a VTK .vtu file (ASCII), with each leaf's level. */
+int cairn_octree_write_vtk(const cairn_octree* tree, const char* path);
+
 /* ---- misc ---- */
 
 /* The directory pools go to by default: $CAIRN_POOL_DIR, else /dev/shm/cairn.

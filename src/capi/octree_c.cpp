@@ -1,0 +1,235 @@
+// octree_c.cpp — the PM-octree part of the C API (cairn_octree_*, include/cairn/cairn.h) over cairn::octree.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cairn/cairn.h"
+#include "cairn/octree.hpp"
+#include "capi/c_error.hpp"
+
+using cairn::capi::fail;
+using cairn::capi::guard;
+using cairn::capi::null_arg;
+namespace co = cairn::octree;
+
+struct cairn_octree {
+  std::unique_ptr<co::Octree> tree;
+};
+
+namespace {
+
+cairn_octant to_c(const co::Octant& o) { return {o.level, o.x, o.y, o.z}; }
+
+co::Options to_cpp(const cairn_octree_options* o) {
+  co::Options out;
+  if (o == nullptr) return out;
+  out.dims = o->dims;
+  out.data_size = o->data_size;
+  out.pool_size = o->pool_size;
+  out.dram_budget = o->dram_budget;
+  out.threshold_dram = o->threshold_dram;
+  out.threshold_nvbm = o->threshold_nvbm;
+  return out;
+}
+
+co::Octree::InitFn init_fn(cairn_octree_init_fn init, void* user) {
+  if (init == nullptr) return {};
+  return [=](const co::Octant& o, std::byte* d, const std::byte* p) {
+    const cairn_octant c = to_c(o);
+    init(&c, d, p, user);
+  };
+}
+
+std::vector<const void*> payloads(std::span<const co::LeafView> family) {
+  std::vector<const void*> v;
+  for (const auto& l : family) v.push_back(l.data);
+  return v;
+}
+
+template <class F>
+int open_tree(const char* fn, const char* path, cairn_octree** out, F&& make) {
+  return guard(fn, [&]() -> int {
+    if (path == nullptr || out == nullptr) return null_arg(fn, "path or out is NULL");
+    *out = nullptr;
+    auto t = make();
+    if (!t.ok()) return fail(fn, t.error());
+    *out = new cairn_octree{std::move(t.value())};
+    return 0;
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+void cairn_octree_options_init(cairn_octree_options* o) {
+  if (o == nullptr) return;
+  const co::Options d;
+  o->dims = d.dims;
+  o->data_size = d.data_size;
+  o->pool_size = d.pool_size;
+  o->dram_budget = d.dram_budget;
+  o->threshold_dram = d.threshold_dram;
+  o->threshold_nvbm = d.threshold_nvbm;
+}
+
+int cairn_octree_create(const char* path, const cairn_octree_options* options, cairn_octree** out) {
+  return open_tree("cairn_octree_create", path, out, [&] { return co::Octree::create(path, to_cpp(options)); });
+}
+
+int cairn_octree_restore(const char* path, const cairn_octree_options* options, cairn_octree** out) {
+  return open_tree("cairn_octree_restore", path, out, [&] { return co::Octree::restore(path, to_cpp(options)); });
+}
+
+int cairn_octree_persist(cairn_octree* t, uint64_t* version) {
+  return guard("cairn_octree_persist", [&]() -> int {
+    if (t == nullptr) return null_arg("cairn_octree_persist", "tree is NULL");
+    auto r = t->tree->persist();
+    if (!r.ok()) return fail("cairn_octree_persist", r.error());
+    if (version != nullptr) *version = r.value().version;
+    return 0;
+  });
+}
+
+int cairn_octree_close(cairn_octree** t) {
+  if (t == nullptr) return null_arg("cairn_octree_close", "tree is NULL");
+  delete *t;
+  *t = nullptr;
+  return 0;
+}
+
+int cairn_octree_remove(const char* path) {
+  return guard("cairn_octree_remove", [&]() -> int {
+    if (path == nullptr) return null_arg("cairn_octree_remove", "path is NULL");
+    auto r = co::Octree::remove(path);
+    return r.ok() ? 0 : fail("cairn_octree_remove", r.error());
+  });
+}
+
+int cairn_octree_delete(cairn_octree** t) {
+  return guard("cairn_octree_delete", [&]() -> int {
+    if (t == nullptr || *t == nullptr) return null_arg("cairn_octree_delete", "tree is NULL");
+    const std::string path = (*t)->tree->path();
+    delete *t;
+    *t = nullptr;
+    auto r = co::Octree::remove(path);
+    return r.ok() ? 0 : fail("cairn_octree_delete", r.error());
+  });
+}
+
+int cairn_octree_uniform(cairn_octree* t, int level, cairn_octree_init_fn init, void* user) {
+  return guard("cairn_octree_uniform", [&]() -> int {
+    if (t == nullptr) return null_arg("cairn_octree_uniform", "tree is NULL");
+    auto r = t->tree->uniform(level, init_fn(init, user));
+    return r.ok() ? 0 : fail("cairn_octree_uniform", r.error());
+  });
+}
+
+int cairn_octree_refine(cairn_octree* t, int recursive, int max_level, cairn_octree_refine_fn refine,
+                        cairn_octree_init_fn init, void* user) {
+  return guard("cairn_octree_refine", [&]() -> int {
+    if (t == nullptr || refine == nullptr) return null_arg("cairn_octree_refine", "tree or refine is NULL");
+    auto r = t->tree->refine(
+        recursive != 0,
+        [=](const co::Octant& o, const std::byte* d) {
+          const cairn_octant c = to_c(o);
+          return refine(&c, d, user) != 0;
+        },
+        init_fn(init, user), max_level);
+    return r.ok() ? 0 : fail("cairn_octree_refine", r.error());
+  });
+}
+
+int cairn_octree_coarsen(cairn_octree* t, int recursive, cairn_octree_coarsen_fn coarsen, cairn_octree_merge_fn merge,
+                         void* user) {
+  return guard("cairn_octree_coarsen", [&]() -> int {
+    if (t == nullptr || coarsen == nullptr) return null_arg("cairn_octree_coarsen", "tree or coarsen is NULL");
+    co::Octree::MergeFn m;
+    if (merge != nullptr)
+      m = [=](const co::Octant& p, std::byte* d, std::span<const co::LeafView> fam) {
+        const cairn_octant c = to_c(p);
+        const auto kids = payloads(fam);
+        merge(&c, d, kids.data(), user);
+      };
+    auto r = t->tree->coarsen(
+        recursive != 0,
+        [=](const co::Octant& p, std::span<const co::LeafView> fam) {
+          const cairn_octant c = to_c(p);
+          const auto kids = payloads(fam);
+          return coarsen(&c, kids.data(), user) != 0;
+        },
+        m);
+    return r.ok() ? 0 : fail("cairn_octree_coarsen", r.error());
+  });
+}
+
+int cairn_octree_balance(cairn_octree* t, int full, cairn_octree_init_fn init, void* user) {
+  return guard("cairn_octree_balance", [&]() -> int {
+    if (t == nullptr) return null_arg("cairn_octree_balance", "tree is NULL");
+    auto r = t->tree->balance(full != 0 ? co::Connect::full : co::Connect::face, init_fn(init, user));
+    return r.ok() ? 0 : fail("cairn_octree_balance", r.error());
+  });
+}
+
+int cairn_octree_visit_leaves(const cairn_octree* t, cairn_octree_visit_fn visit, void* user) {
+  return guard("cairn_octree_visit_leaves", [&]() -> int {
+    if (t == nullptr || visit == nullptr) return null_arg("cairn_octree_visit_leaves", "tree or visit is NULL");
+    auto r = t->tree->visit_leaves([=](const co::Octant& o, const std::byte* d) {
+      const cairn_octant c = to_c(o);
+      visit(&c, d, user);
+    });
+    return r.ok() ? 0 : fail("cairn_octree_visit_leaves", r.error());
+  });
+}
+
+int cairn_octree_update_leaves(cairn_octree* t, cairn_octree_update_fn update, void* user) {
+  return guard("cairn_octree_update_leaves", [&]() -> int {
+    if (t == nullptr || update == nullptr) return null_arg("cairn_octree_update_leaves", "tree or update is NULL");
+    auto r = t->tree->update_leaves([=](const co::Octant& o, std::byte* d) {
+      const cairn_octant c = to_c(o);
+      return update(&c, d, user) != 0;
+    });
+    return r.ok() ? 0 : fail("cairn_octree_update_leaves", r.error());
+  });
+}
+
+int cairn_octree_checksum(const cairn_octree* t, uint64_t* out) {
+  return guard("cairn_octree_checksum", [&]() -> int {
+    if (t == nullptr || out == nullptr) return null_arg("cairn_octree_checksum", "tree or out is NULL");
+    auto r = t->tree->checksum();
+    if (!r.ok()) return fail("cairn_octree_checksum", r.error());
+    *out = r.value();
+    return 0;
+  });
+}
+
+int cairn_octree_leaf_count(const cairn_octree* t, uint64_t* out) {
+  return guard("cairn_octree_leaf_count", [&]() -> int {
+    if (t == nullptr || out == nullptr) return null_arg("cairn_octree_leaf_count", "tree or out is NULL");
+    auto r = t->tree->leaf_count();
+    if (!r.ok()) return fail("cairn_octree_leaf_count", r.error());
+    *out = r.value();
+    return 0;
+  });
+}
+
+uint64_t cairn_octree_version(const cairn_octree* t) { return t == nullptr ? 0 : t->tree->version(); }
+
+int cairn_octree_gc(cairn_octree* t) {
+  return guard("cairn_octree_gc", [&]() -> int {
+    if (t == nullptr) return null_arg("cairn_octree_gc", "tree is NULL");
+    auto r = t->tree->gc();
+    return r.ok() ? 0 : fail("cairn_octree_gc", r.error());
+  });
+}
+
+int cairn_octree_write_vtk(const cairn_octree* t, const char* path) {
+  return guard("cairn_octree_write_vtk", [&]() -> int {
+    if (t == nullptr || path == nullptr) return null_arg("cairn_octree_write_vtk", "tree or path is NULL");
+    auto r = t->tree->write_vtk(path);
+    return r.ok() ? 0 : fail("cairn_octree_write_vtk", r.error());
+  });
+}
+
+}  // extern "C"
