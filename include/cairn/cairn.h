@@ -509,18 +509,18 @@ const char* cairn_stream_errormsg(void);
 typedef struct cairn_octree cairn_octree;
 
 typedef struct cairn_octant {
-  int level;           /* 0 (the root) to CAIRN_OCTREE_MAX_LEVEL */
-  uint32_t x, y, z;    /* lower corner, in units of the finest octant */
+  int level;        /* 0 (the root) to CAIRN_OCTREE_MAX_LEVEL */
+  uint32_t x, y, z; /* lower corner, in units of the finest octant */
 } cairn_octant;
 #define CAIRN_OCTREE_MAX_LEVEL 19
 
 typedef struct cairn_octree_options {
-  int dims;                 /* 3 (octree) or 2 (quadtree) */
-  uint32_t data_size;       /* payload bytes per octant */
-  uint64_t pool_size;       /* create: bytes of the pool file */
-  uint64_t dram_budget;     /* bytes of DRAM for hot subtrees (C0); 0: none */
-  uint64_t threshold_dram;  /* also merge C0 into the pool below this much free system memory */
-  double threshold_nvbm;    /* collect garbage below this free fraction of the pool */
+  int dims;                /* 3 (octree) or 2 (quadtree) */
+  uint32_t data_size;      /* payload bytes per octant */
+  uint64_t pool_size;      /* create: bytes of the pool file */
+  uint64_t dram_budget;    /* bytes of DRAM for hot subtrees (C0); 0: none */
+  uint64_t threshold_dram; /* also merge C0 into the pool below this much free system memory */
+  double threshold_nvbm;   /* collect garbage below this free fraction of the pool */
 } cairn_octree_options;
 
 /* Defaults: 3D, no payload, 1 GiB pool, 256 MiB of C0, 512 MiB threshold, 10 %. */
@@ -545,8 +545,7 @@ typedef int (*cairn_octree_refine_fn)(const cairn_octant* octant, const void* da
 typedef void (*cairn_octree_init_fn)(const cairn_octant* octant, void* data, const void* parent, void* user);
 /* The 2^dims children of `parent`, in Morton order. */
 typedef int (*cairn_octree_coarsen_fn)(const cairn_octant* parent, const void* const* children, void* user);
-typedef void (*cairn_octree_merge_fn)(const cairn_octant* parent, void* data, const void* const* children,
-                                      void* user);
+typedef void (*cairn_octree_merge_fn)(const cairn_octant* parent, void* data, const void* const* children, void* user);
 typedef void (*cairn_octree_visit_fn)(const cairn_octant* leaf, const void* data, void* user);
 /* `data` is a copy; return non-zero if you changed it (only then is it stored). */
 typedef int (*cairn_octree_update_fn)(const cairn_octant* leaf, void* data, void* user);
