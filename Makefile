@@ -38,14 +38,14 @@ demo: release
 #     worker pool behind the multi-threaded primitives, in-place's helper
 #     flusher, incremental commit's write tracking, every strategy with two
 #     threads, the apps' thread team, the stream layer's locks and staging
-#     threads), about 2 minutes with its build. `make tsan && make test-tsan` runs all
+#     threads, the PM-octree's background collector), about 2 minutes with its build. `make tsan && make test-tsan` runs all
 #     of it, the crash suites at 2*10^4 states (undo-log's crash suite, whose
 #     share sizes assume at least 10^5 states and whose libpmemobj is not
 #     instrumented, only in the release step above).
 CRASH_TESTS = crashsim_suite_test crashsim_fs_test crashsim_undo_log_test
 TSAN_SHARE_TARGETS = pool_test devices_test persist_in_place_test persist_incremental_test \
-                     persist_conformance_test sph_verify_test stream_test
-TSAN_SHARE_TESTS = '^(Pool|PoolErrors|FaultDevice|EmulatedDevice|Persist|CopyStrategies|AllStrategies|Sph|Kinds/Streams|PmemStreams|MemStreams)'
+                     persist_conformance_test sph_verify_test stream_test octree_test
+TSAN_SHARE_TESTS = '^(Pool|PoolErrors|FaultDevice|EmulatedDevice|Persist|CopyStrategies|AllStrategies|Sph|Kinds/Streams|PmemStreams|MemStreams|Octree)'
 TSAN_SHARE_SKIP = 'Durability/|BrokenVariant'
 test: debug
 	@scripts/check-format.sh

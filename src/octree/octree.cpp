@@ -1099,10 +1099,10 @@ Result<void> Octree::balance(Connect connect, const InitFn& init) {
           if (!shifted(p, d.data(), t.dims_, q)) continue;
           ops.ensure(q, init, [&](const Octant& made) { work[static_cast<std::size_t>(made.level)].push_back(made); });
         }
+        t.maybe_evict();  // between descents no frame is live
       }
       list.clear();
       list.shrink_to_fit();
-      t.maybe_evict();
     }
     return {};
   });
