@@ -979,14 +979,36 @@ struct Ops {
     }
   }
 
-  // Descends from the root to the octant `q`, splitting leaves on the way;
-  // every octant made internal is reported. Leaves path_ at q's frame.
+  // Descends to the octant `q`, splitting leaves on the way; every octant
+  // made internal is reported. Leaves path_ at q's frame. The frames of the
+  // previous descent stay valid (copies and splits update path_ in place), so
+  // a descent starts at the deepest octant its target shares with the
+  // previous one instead of at the root: balance visits octants in Morton
+  // order, whose neighbours mostly share all but the last levels.
+  int cached = -1;  // levels of path_ valid from the previous descent; -1: none
+  Octant last{};
+  std::uint64_t merges_seen = 0;
+
+  static Octant ancestor(const Octant& q, int level) {
+    const std::uint32_t mask = level == 0 ? 0 : ~((kRootLength >> level) - 1);
+    return {level, q.x & mask, q.y & mask, q.z & mask};
+  }
+
   template <class Made>
   void ensure(const Octant& q, const Octree::InitFn& init, const Made& made) {
-    enter(0, t.work_root_, Octant{});
-    t.path_[0].slot = 0;
-    Octant o{};
-    for (int d = 0; o.level < q.level; ++d) {
+    if (t.merges_ != merges_seen) cached = -1;  // a C0 merge moved blocks of the cached path
+    merges_seen = t.merges_;
+    int start = 0;
+    if (cached >= 0) {
+      start = std::min(cached, q.level);
+      while (start > 0 && !(ancestor(q, start) == ancestor(last, start))) --start;
+    }
+    if (start == 0) {
+      enter(0, t.work_root_, Octant{});
+      t.path_[0].slot = 0;
+    }
+    Octant o = ancestor(q, start);
+    for (int d = start; o.level < q.level; ++d) {
       Ref c = t.child(t.path_[d].block, t.path_[d].slot);
       if (c == 0) {
         t.make_writable(d);
@@ -1000,6 +1022,8 @@ struct Ops {
       t.path_[d + 1].slot = idx;
       o = child_of(o, idx);
     }
+    cached = q.level;
+    last = q;
   }
 };
 
@@ -1094,7 +1118,15 @@ Result<void> Octree::balance(Connect connect, const InitFn& init) {
       auto& list = work[static_cast<std::size_t>(level)];
       for (std::size_t i = 0; i < list.size(); ++i) {
         const Octant p = list[i];
+        const int shift = kMaxLevel - p.level;
+        const int bits[3] = {static_cast<int>((p.x >> shift) & 1u), static_cast<int>((p.y >> shift) & 1u),
+                             static_cast<int>((p.z >> shift) & 1u)};
         for (const auto& d : dirs) {
+          // A neighbour inside p's own parent is a sibling: it exists.
+          bool sibling = true;
+          for (int a = 0; a < t.dims_ && sibling; ++a)
+            if (d[static_cast<std::size_t>(a)] != 0) sibling = (d[static_cast<std::size_t>(a)] > 0) == (bits[a] == 0);
+          if (sibling) continue;
           Octant q;
           if (!shifted(p, d.data(), t.dims_, q)) continue;
           ops.ensure(q, init, [&](const Octant& made) { work[static_cast<std::size_t>(made.level)].push_back(made); });

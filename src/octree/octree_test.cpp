@@ -455,6 +455,28 @@ TEST(Octree, WritesAVtkUnstructuredGrid) {
   EXPECT_EQ(twelves, 64u);
 }
 
+TEST(Octree, AFullPoolFailsTheOperationAndKeepsThePersistedVersion) {
+  Options o = opts(3);
+  o.pool_size = 4ull << 20;
+  o.dram_budget = 0;
+  const std::string path = pool_path("full");
+  auto tr = Octree::create(path, o);
+  ASSERT_TRUE(tr.ok());
+  ASSERT_TRUE(tr.value()->uniform(3, init_code).ok());
+  ASSERT_TRUE(tr.value()->persist().ok());
+  const std::uint64_t sum = tr.value()->checksum().value();
+  auto r = tr.value()->uniform(6, init_code);  // 37449 blocks of 144 bytes: more than 4 MiB
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::out_of_space) << r.error().message;
+  EXPECT_NE(r.error().message.find("pool_size"), std::string::npos) << r.error().message;
+  tr.value().reset();
+  auto back = Octree::restore(path, o);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back.value()->checksum().value(), sum);
+  EXPECT_TRUE(back.value()->gc().ok());
+  EXPECT_TRUE(back.value()->verify().ok());
+}
+
 TEST(Octree, BadInputGetsTypedErrorsAndChangesNothing) {
   const std::string path = pool_path("bad");
   EXPECT_EQ(Octree::restore(path, opts(3)).error().code, Errc::not_found);
