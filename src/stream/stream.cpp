@@ -76,21 +76,26 @@ Error fail(Error e) {
   return e;
 }
 
-std::uint64_t parse_size(const char* text, std::uint64_t fallback) {
+// $CAIRN_STREAM_POOL_SIZE: bytes with an optional K, M or G suffix; unset
+// or empty gives the fallback, anything else unreadable is an error (a typo
+// must not silently make a pool of another size).
+Result<std::uint64_t> parse_size(const char* text, std::uint64_t fallback) {
   if (text == nullptr || *text == '\0') return fallback;
   char* end = nullptr;
   const double v = std::strtod(text, &end);
-  if (end == text || v <= 0) return fallback;
   double mult = 1;
-  switch (*end) {
+  switch (end != text ? *end : '?') {
     case 'k':
-    case 'K': mult = 1024.0; break;
+    case 'K': mult = 1024.0, ++end; break;
     case 'm':
-    case 'M': mult = 1024.0 * 1024; break;
+    case 'M': mult = 1024.0 * 1024, ++end; break;
     case 'g':
-    case 'G': mult = 1024.0 * 1024 * 1024; break;
+    case 'G': mult = 1024.0 * 1024 * 1024, ++end; break;
     default: break;
   }
+  if (end == text || *end != '\0' || !(v > 0) || v * mult > 1e18)
+    return make_error(Errc::invalid_argument, std::string("CAIRN_STREAM_POOL_SIZE='") + text +
+                                                  "' is not a size (bytes, or a number with K, M or G)");
   return static_cast<std::uint64_t>(v * mult);
 }
 
@@ -615,8 +620,9 @@ class PmemWriter : public Handle {
  public:
   static Result<std::shared_ptr<Handle>> open(const Uri& u, const OpenOptions& o) {
     std::uint64_t hint = o.size_hint > 0 ? o.size_hint : kInitialCapacity;
-    const std::uint64_t pool_size =
-        o.pool_size > 0 ? o.pool_size : parse_size(std::getenv("CAIRN_STREAM_POOL_SIZE"), 256ull << 20);
+    auto env_size = parse_size(std::getenv("CAIRN_STREAM_POOL_SIZE"), 256ull << 20);
+    if (o.pool_size == 0 && !env_size.ok()) return env_size.error();
+    const std::uint64_t pool_size = o.pool_size > 0 ? o.pool_size : env_size.value();
     auto s = Store::get(u.path, true, std::max<std::uint64_t>(pool_size, pool::kMinPoolSize));
     if (!s.ok()) return s.error();
     auto h = std::make_shared<PmemWriter>();

@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -233,6 +234,19 @@ TEST_F(PmemStreams, AnExtentReusedByAnotherStreamIsNotClaimedByItsFormerOwner) {
   EXPECT_EQ(0, std::memcmp(r->view().data(), pattern(100000, 3).data(), 100000));
   ASSERT_TRUE(r->close().ok());
   EXPECT_EQ(read_bytes(uri("b")), pattern(100000, 3));
+}
+
+TEST_F(PmemStreams, AMalformedPoolSizeIsAnErrorNotAnotherSize) {
+  for (const char* bad : {"64X", "lots", "-5M", "0", "12MB"}) {
+    ::setenv("CAIRN_STREAM_POOL_SIZE", bad, 1);
+    auto w = cs::Stream::open(uri("x"), cs::Mode::write);
+    ASSERT_FALSE(w.ok()) << bad;
+    EXPECT_EQ(w.error().code, Errc::invalid_argument) << bad;
+    EXPECT_NE(w.error().message.find(bad), std::string::npos) << w.error().message;
+  }
+  ::setenv("CAIRN_STREAM_POOL_SIZE", "3M", 1);
+  write_bytes(uri("x"), pattern(100, 1));
+  EXPECT_EQ(std::filesystem::file_size(pool()), 3u << 20);
 }
 
 TEST_F(PmemStreams, NeverCommittedAndBusyAndRemoved) {
