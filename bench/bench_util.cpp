@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/io.hpp"
+
 namespace cairn::bench {
 
 Result<std::size_t> parse_size(const std::string& text, const std::string& what) {
@@ -81,15 +83,7 @@ double load_average() {
   return l;
 }
 
-std::size_t memory_available() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  std::size_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
-}
+std::size_t memory_available() { return util::memory_available(); }
 
 Result<void> create_bench_dir(const std::string& dir) {
   std::error_code ec;

@@ -44,6 +44,7 @@
 #include "cairn/extended/pool.hpp"
 #include "octree/internal.hpp"
 #include "util/hash.hpp"
+#include "util/io.hpp"
 
 namespace cairn::octree {
 
@@ -121,14 +122,10 @@ auto guard(F&& f) -> decltype(f()) {
   }
 }
 
+// 0 (unknown) counts as plenty: no merge for lack of a number.
 std::uint64_t mem_available() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  std::uint64_t kb = 0;
-  std::string unit;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return ~std::uint64_t{0};
+  const std::uint64_t m = util::memory_available();
+  return m == 0 ? ~std::uint64_t{0} : m;
 }
 
 // DRAM blocks (C0): a slab of equal blocks.

@@ -1,4 +1,4 @@
-// io.cpp — errno mapping and EINTR-safe positional I/O (see io.hpp).
+// io.cpp — errno mapping, EINTR-safe positional I/O and /proc/meminfo (see io.hpp).
 #include "util/io.hpp"
 
 #include <unistd.h>
@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 namespace cairn::util {
 
@@ -72,6 +73,15 @@ int pwrite_full(int fd, const void* buf, std::size_t n, std::uint64_t off, std::
     n -= static_cast<std::size_t>(w);
     off += static_cast<std::uint64_t>(w);
   }
+  return 0;
+}
+
+std::uint64_t memory_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  std::uint64_t kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
   return 0;
 }
 

@@ -35,4 +35,8 @@ long long pread_full(int fd, void* buf, std::size_t n, std::uint64_t off);
 int pwrite_full(int fd, const void* buf, std::size_t n, std::uint64_t off, std::size_t chunk = SIZE_MAX,
                 std::uint64_t* calls = nullptr);
 
+// Bytes the kernel reports as available for new allocations (MemAvailable in
+// /proc/meminfo), 0 if unknown.
+std::uint64_t memory_available();
+
 }  // namespace cairn::util
