@@ -71,6 +71,16 @@ std::vector<Share> shares() {
       // pmem: streams: 10^5 states in the release share of `make test` (issue 14).
       {"stream_commit", Durability::adr, 0.2},
       {"stream_commit", Durability::msync, 0.02},
+      // PM-octree: about 10^5 states in the release share of `make test`, most
+      // of them at depth 2 (each recovery runs two more time steps under the
+      // simulator: 6 to 14 depth-2 states per depth-1 state under adr). Under
+      // eADR the tree's crash states are adr's (a block is written whole before
+      // its flush and not touched again before the fence, so its flush-time
+      // value is its current one): one small share.
+      {"octree", Durability::adr, 0.008},
+      {"octree", Durability::msync, 0.01},
+      {"octree.2d", Durability::adr, 0.008},
+      {"octree.2d", Durability::eadr, 0.002},
   };
   for (const auto& r : persist::detail::registry()) {
     if (r.crash != persist::detail::CrashHarness::pool) continue;

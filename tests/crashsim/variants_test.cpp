@@ -3,6 +3,8 @@
 // fail again with the same reason (a key is a complete description).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/crashsim/crashsim.hpp"
 
 namespace cairn::testing::crashsim {
@@ -47,6 +49,13 @@ INSTANTIATE_TEST_SUITE_P(All, BrokenVariant, ::testing::ValuesIn(broken_names())
                          });
 
 TEST(BrokenVariants, ThereAreAtLeastTen) { EXPECT_GE(broken_names().size(), 10u); }
+
+// The PM-octree's broken variants (octree/internal.hpp) stay in the list above.
+TEST(BrokenVariants, IncludeThePmOctreeOnes) {
+  const auto names = broken_names();
+  for (const char* n : {"octree.publish_before_flush", "octree.no_copy_on_write", "octree.gc_ignores_committed"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+}
 
 }  // namespace
 }  // namespace cairn::testing::crashsim
