@@ -187,6 +187,11 @@ class Octree {
   Result<void> visit_leaves(const VisitFn& fn) const;
   // Every leaf in Morton order, with a chance to change its payload.
   Result<void> update_leaves(const UpdateFn& fn);
+  // The root octant's payload: internal once the tree is refined, so free for
+  // what the application must persist with the tree (a step counter, the
+  // simulation time): it is committed by persist() with everything else.
+  const std::byte* root_data() const;
+  Result<void> update_root(const UpdateFn& fn);
   // The leaf containing the finest-level point (x, y, z); its payload.
   Result<LeafView> find_leaf(std::uint32_t x, std::uint32_t y, std::uint32_t z = 0) const;
   // The leaves across one side of a leaf: `direction` is an offset in

@@ -1175,6 +1175,22 @@ Result<void> Octree::update_leaves(const UpdateFn& fn) {
   });
 }
 
+const std::byte* Octree::root_data() const { return impl_->data(impl_->work_root_, 0); }
+
+Result<void> Octree::update_root(const UpdateFn& fn) {
+  Impl& t = *impl_;
+  return guard([&]() -> Result<void> {
+    std::vector<std::byte> scratch(t.stride_);
+    std::memcpy(scratch.data(), t.data(t.work_root_, 0), t.data_size_);
+    if (!fn(Octant{}, scratch.data())) return {};
+    t.path_[0].block = t.work_root_;
+    t.path_[0].slot = 0;
+    t.make_writable(0);
+    std::memcpy(t.data(t.work_root_, 0), scratch.data(), t.data_size_);
+    return {};
+  });
+}
+
 Result<std::vector<LeafView>> Octree::neighbours(const Octant& leaf, const int direction[3]) const {
   const Impl& t = *impl_;
   return guard([&]() -> Result<std::vector<LeafView>> {
