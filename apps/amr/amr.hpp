@@ -31,7 +31,7 @@ struct Config {
   bool resume = false;
   std::string vtk_dir;  // every vtk_every steps, a .vtu there
   std::uint64_t vtk_every = 0;
-  std::uint64_t pool_size = 2ull << 30;
+  std::uint64_t pool_size = 512ull << 20;  // collected when less than 10 % is free
 };
 
 struct Report {

@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   cli.add_option("--strategy", strategy, "how the tree persists: pm-octree (the baselines are not built yet)")
       ->check(CLI::IsMember({"pm-octree"}));
   cli.add_option("--dir", dir, "directory of the pool");
+  cli.add_option("--pool-size", c.pool_size, "bytes of the pool file (default 512 MiB)")
+      ->check(CLI::Range(1ull << 20, 1ull << 40));
   cli.add_option("--name", name, "pool name (<dir>/<name>.pool)");
   cli.add_option("--emit-vtk", c.vtk_dir, "write <dir>/amr_STEP.vtu every --vtk-every steps");
   cli.add_option("--vtk-every", c.vtk_every, "steps between VTK files (default 10 with --emit-vtk)");
