@@ -1,6 +1,6 @@
 # bench_smoke_test.cmake — runs one `cairn bench` experiment at a tiny size and
 # checks its exit status and the rows of its JSON (cmake -P; see CMakeLists.txt).
-# -DCAIRN=<cairn binary> -DBENCH=overhead|placement|stream|workflow -DOUT=<json file>
+# -DCAIRN=<cairn binary> -DBENCH=overhead|placement|stream|workflow|octree -DOUT=<json file>
 if(BENCH STREQUAL "overhead")
   # 6 variants x 1 app x 1 profile x 1 thread count.
   set(args overhead --apps jacobi --size jacobi=32:6 --profiles dram --repeats 1)
@@ -23,8 +23,17 @@ elseif(BENCH STREQUAL "workflow")
   set(args workflow --cycles 3 --level-max 6 --sweeps 10 --repeats 1)
   set(expect_rows 4)
   set(expect "\"coupling\": \"pmem\"" "\"coupling\": \"file-disk\"" "\"checksums_equal\": true")
+elseif(BENCH STREQUAL "octree")
+  # 12 operations at one tiny size (~7e3 leaves); p4est and PM-octree must hold
+  # the same leaves (else "failed": true and exit 1), the restore must match.
+  get_filename_component(dir ${OUT} DIRECTORY)
+  set(args octree --levels 5:3 --repeats 1 --dir ${dir}/octree-smoke-pools)
+  set(expect_rows 12)
+  set(expect "\"op\": \"balance-face\"" "\"op\": \"save\"" "\"op\": \"load\"" "\"op\": \"balance-full\""
+             "\"changed\": \"61%\"" "\"restore_equal\": true" "\"leaves_equal\": true" "\"goal\": ")
+  set(reject "\"failed\": true")
 else()
-  message(FATAL_ERROR "BENCH must be overhead, placement, stream or workflow")
+  message(FATAL_ERROR "BENCH must be overhead, placement, stream, workflow or octree")
 endif()
 file(REMOVE ${OUT})
 execute_process(COMMAND ${CAIRN} bench ${args} --quiet --json ${OUT} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -34,8 +43,8 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cairn bench ${BENCH} exited with ${rc}: ${err}")
 endif()
 file(READ ${OUT} json)
-# Rows: one "variant" (overhead, placement), "kernel" (stream) or "coupling" (workflow) key each.
-string(REGEX MATCHALL "\"(variant|kernel|coupling)\": " rows "${json}")
+# Rows: one "variant" (overhead, placement), "kernel" (stream), "coupling" (workflow) or "op" (octree) key each.
+string(REGEX MATCHALL "\"(variant|kernel|coupling|op)\": " rows "${json}")
 list(LENGTH rows n)
 if(NOT n EQUAL expect_rows)
   message(FATAL_ERROR "${OUT}: ${n} rows, expected ${expect_rows}")
@@ -49,7 +58,11 @@ endforeach()
 # Every run verified: no failed run is recorded.
 string(FIND "${json}" "\"verified_runs\": 0" bad)
 string(FIND "${json}" "\"valid\": false" invalid)
-if(NOT bad EQUAL -1 OR NOT invalid EQUAL -1)
+set(rejected -1)
+if(reject)
+  string(FIND "${json}" "${reject}" rejected)
+endif()
+if(NOT bad EQUAL -1 OR NOT invalid EQUAL -1 OR NOT rejected EQUAL -1)
   message(FATAL_ERROR "${OUT}: a run failed")
 endif()
 message("cairn bench ${BENCH}: ${n} rows, all verified")
