@@ -535,12 +535,18 @@ class Octree::Impl {
     return m;
   }
 
+  // Waits for a background collection and drops its result (a full one
+  // follows); the collector's error, if it found damage.
+  Error stop_background_gc() {
+    if (!bg_running_) return {};
+    bg_.join();
+    bg_running_ = false;
+    bg_free_.clear();
+    return bg_error_;
+  }
+
   void collect() {
-    if (bg_running_) {
-      bg_.join();
-      bg_running_ = false;
-      bg_free_.clear();
-    }
+    (void)stop_background_gc();
     Marks m = fresh_marks(chunks_.size());
     if (committed_root_ != 0 && !internal_.gc_ignores_committed)
       mark(committed_root_, kNoParent, m, chunk_index_, work_gen_);
@@ -1389,12 +1395,7 @@ Result<Stats> Octree::stats() const {
 Result<void> Octree::gc() {
   Impl& t = *impl_;
   return guard([&]() -> Result<void> {
-    if (t.bg_running_) {
-      t.bg_.join();
-      t.bg_running_ = false;
-      if (t.bg_error_.code != Errc::ok) return t.bg_error_;
-      t.bg_free_.clear();
-    }
+    if (Error e = t.stop_background_gc(); e.code != Errc::ok) return e;
     t.collect();
     return {};
   });
