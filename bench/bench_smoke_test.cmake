@@ -1,6 +1,6 @@
 # bench_smoke_test.cmake — runs one `cairn bench` experiment at a tiny size and
 # checks its exit status and the rows of its JSON (cmake -P; see CMakeLists.txt).
-# -DCAIRN=<cairn binary> -DBENCH=overhead|placement|stream|workflow|octree -DOUT=<json file>
+# -DCAIRN=<cairn binary> -DBENCH=overhead|placement|stream|workflow|octree|amr -DOUT=<json file>
 if(BENCH STREQUAL "overhead")
   # 6 variants x 1 app x 1 profile x 1 thread count.
   set(args overhead --apps jacobi --size jacobi=32:6 --profiles dram --repeats 1)
@@ -32,8 +32,17 @@ elseif(BENCH STREQUAL "octree")
   set(expect "\"op\": \"balance-face\"" "\"op\": \"save\"" "\"op\": \"load\"" "\"op\": \"balance-full\""
              "\"changed\": \"61%\"" "\"restore_equal\": true" "\"leaves_equal\": true" "\"goal\": ")
   set(reject "\"failed\": true")
+elseif(BENCH STREQUAL "amr")
+  # Every experiment at level 3: 6 rows of c0, 2 of transform, 3 of restart;
+  # the variants of one size must end with the same checksum (else exit 1).
+  get_filename_component(dir ${OUT} DIRECTORY)
+  file(MAKE_DIRECTORY ${dir}/amr-smoke-pools)
+  set(args amr --size 3 --sizes 3 --steps 12 --crash-at 12 --repeats 1 --dir ${dir}/amr-smoke-pools)
+  set(expect_rows 11)
+  set(expect "\"label\": \"in-core\"" "\"label\": \"out-of-core (lmdb)\"" "\"label\": \"transformation on\""
+             "\"checksums_equal\": true" "\"overlap\": ")
 else()
-  message(FATAL_ERROR "BENCH must be overhead, placement, stream, workflow or octree")
+  message(FATAL_ERROR "BENCH must be overhead, placement, stream, workflow, octree or amr")
 endif()
 file(REMOVE ${OUT})
 execute_process(COMMAND ${CAIRN} bench ${args} --quiet --json ${OUT} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -43,8 +52,9 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cairn bench ${BENCH} exited with ${rc}: ${err}")
 endif()
 file(READ ${OUT} json)
-# Rows: one "variant" (overhead, placement), "kernel" (stream), "coupling" (workflow) or "op" (octree) key each.
-string(REGEX MATCHALL "\"(variant|kernel|coupling|op)\": " rows "${json}")
+# Rows: one "variant" (overhead, placement), "kernel" (stream), "coupling" (workflow), "op" (octree) or
+# "label" (amr) key each.
+string(REGEX MATCHALL "\"(variant|kernel|coupling|op|label)\": " rows "${json}")
 list(LENGTH rows n)
 if(NOT n EQUAL expect_rows)
   message(FATAL_ERROR "${OUT}: ${n} rows, expected ${expect_rows}")

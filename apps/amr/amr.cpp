@@ -2,38 +2,42 @@
 // upwind transport on the leaves, adaptation, persistence and restart.
 #include "apps/amr/amr.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <numbers>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace cairn::apps::amr {
-namespace {
+
+const char* backend_name(Backend b) {
+  switch (b) {
+    case Backend::pm_octree: return "pm-octree";
+    case Backend::in_core: return "in-core";
+    case Backend::lmdb: return "lmdb";
+  }
+  return "?";
+}
+
+namespace model {
 
 using octree::Octant;
-using octree::Octree;
-using Clock = std::chrono::steady_clock;
-
 constexpr double kPi = std::numbers::pi;
 constexpr double kRadius = 0.15, kCentre = 0.35;
-constexpr double kEps =
-    1e-3;  // a fraction this close to 0 or 1 counts as pure fluid or pure void (upwind smears the rest)
-
 double scale() { return 1.0 / octree::kRootLength; }
+
 double edge(const Octant& o) { return o.length() * scale(); }
 double volume(const Octant& o) { return std::pow(edge(o), 3); }
-
-double read_c(const std::byte* d) {
-  double c;
-  std::memcpy(&c, d, sizeof c);
-  return c;
-}
-void write_c(std::byte* d, double c) { std::memcpy(d, &c, sizeof c); }
 
 // The time-reversing deformation field (LeVeque 1996; Enright et al. 2002).
 double velocity(int axis, double x, double y, double z, double t, double period) {
@@ -46,6 +50,21 @@ double velocity(int axis, double x, double y, double z, double t, double period)
   }
 }
 
+double face_flux(const Octant& o, int axis, bool upper, double ca, double cb, double t, double dt, double period) {
+  const double h = edge(o);
+  const std::uint32_t lo[3] = {o.x, o.y, o.z};
+  double p[3] = {o.x * scale() + h / 2, o.y * scale() + h / 2, o.z * scale() + h / 2};
+  p[axis] = lo[axis] * scale() + (upper ? h : 0.0);
+  const double un = velocity(axis, p[0], p[1], p[2], t + dt / 2, period) * (upper ? 1.0 : -1.0);
+  // Upwind values below kTiny carry nothing: without this cut-off the
+  // scheme's numerical diffusion would spread ever smaller values (down to
+  // 1e-300) a cell further every step, until every leaf of the domain
+  // changed at every step. A flux is still taken from one leaf and given to
+  // the other, so the volume stays conserved to rounding.
+  const double up = un > 0 ? ca : cb;
+  return up < kTiny ? 0.0 : un * h * h * dt * up;
+}
+
 // Distance from the sphere's centre to the octant's centre, and its half diagonal.
 bool touches_surface(const Octant& o) {
   const double h = edge(o), half = 0.5 * std::sqrt(3.0) * h;
@@ -54,6 +73,48 @@ bool touches_surface(const Octant& o) {
   const double d = std::sqrt(dx * dx + dy * dy + dz * dz);
   return std::fabs(d - kRadius) <= half;
 }
+
+bool refine_wanted(const Octant& o, double c, int level_max) { return o.level < level_max && c > kEps && c < 1 - kEps; }
+
+bool coarsen_wanted(const Octant& parent, const double* children, int fan, int level_min) {
+  if (parent.level < level_min) return false;
+  bool empty = true, full = true;
+  for (int k = 0; k < fan; ++k) {
+    empty = empty && children[k] <= kEps;
+    full = full && children[k] >= 1 - kEps;
+  }
+  return empty || full;
+}
+
+void Checksum::add(const Octant& o, double c) {
+  std::uint64_t bits;
+  std::memcpy(&bits, &c, sizeof bits);
+  for (std::uint64_t v : {octree::morton(o, 3), bits}) {
+    std::uint64_t z = v + 0x9E3779B97F4A7C15ull + h;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    h = z ^ (z >> 31);
+  }
+}
+
+}  // namespace model
+
+using namespace model;
+
+namespace {
+
+using octree::Octant;
+using octree::Octree;
+using Clock = std::chrono::steady_clock;
+
+double read_c(const std::byte* d) {
+  double c;
+  std::memcpy(&c, d, sizeof c);
+  return c;
+}
+void write_c(std::byte* d, double c) { std::memcpy(d, &c, sizeof c); }
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::uint64_t load_step(const Octree& t) {
   std::uint64_t s;
@@ -86,12 +147,6 @@ Result<Leaves> gather(const Octree& t) {
   return l;
 }
 
-double fluid_volume(const Leaves& l) {
-  double v = 0;
-  for (std::size_t i = 0; i < l.c.size(); ++i) v += l.c[i] * volume(l.octant[i]);
-  return v;
-}
-
 // One transport step: upwind fluxes across every face, then the new fractions.
 Result<void> transport(Octree& tree, const Leaves& l, double t, double dt, double period) {
   std::vector<double> dv(l.c.size(), 0.0);
@@ -104,14 +159,7 @@ Result<void> transport(Octree& tree, const Leaves& l, double t, double dt, doubl
       missing = true;
       return;
     }
-    const Octant& o = a.octant;
-    const double h = edge(o);
-    const std::uint32_t lo[3] = {o.x, o.y, o.z};
-    double p[3] = {o.x * scale() + h / 2, o.y * scale() + h / 2, o.z * scale() + h / 2};
-    p[axis] = lo[axis] * scale() + (upper ? h : 0.0);
-    const double un = velocity(axis, p[0], p[1], p[2], t + dt / 2, period) * (upper ? 1.0 : -1.0);
-    const double up = un > 0 ? l.c[ia->second] : l.c[ib->second];
-    const double flux = un * h * h * dt * up;  // volume leaving a through its face
+    const double flux = face_flux(a.octant, axis, upper, l.c[ia->second], l.c[ib->second], t, dt, period);
     dv[ia->second] -= flux;
     dv[ib->second] += flux;
   });
@@ -132,24 +180,15 @@ Result<void> adapt(Octree& tree, int level_min, int level_max) {
     write_c(d, parent != nullptr ? read_c(parent) : 0.0);
   };
   auto r = tree.refine(
-      false,
-      [&](const Octant& o, const std::byte* d) {
-        const double c = read_c(d);
-        return o.level < level_max && c > kEps && c < 1 - kEps;
-      },
-      copy, level_max);
+      false, [&](const Octant& o, const std::byte* d) { return refine_wanted(o, read_c(d), level_max); }, copy,
+      level_max);
   if (!r.ok()) return r;
   r = tree.coarsen(
       false,
       [&](const Octant& p, std::span<const octree::LeafView> fam) {
-        if (p.level < level_min) return false;
-        bool empty = true, full = true;
-        for (const auto& k : fam) {
-          const double c = read_c(k.data);
-          empty = empty && c <= kEps;
-          full = full && c >= 1 - kEps;
-        }
-        return empty || full;
+        double c[8];
+        for (std::size_t k = 0; k < fam.size(); ++k) c[k] = read_c(fam[k].data);
+        return coarsen_wanted(p, c, static_cast<int>(fam.size()), level_min);
       },
       [](const Octant&, std::byte* d, std::span<const octree::LeafView> fam) {
         double s = 0;
@@ -160,14 +199,26 @@ Result<void> adapt(Octree& tree, int level_min, int level_max) {
   return tree.balance(octree::Connect::face, copy);
 }
 
-Result<std::unique_ptr<Octree>> initial(const Config& c) {
-  std::error_code ec;
-  std::filesystem::remove(c.pool, ec);
+octree::Options tree_options(const Config& c) {
   octree::Options o;
   o.dims = 3;
   o.data_size = sizeof(double);
-  o.pool_size = c.pool_size;
-  auto t = Octree::create(c.pool, o);
+  // in-core: the scratch pool holds the root block alone.
+  o.pool_size = c.backend == Backend::in_core ? std::min<std::uint64_t>(c.pool_size, 16u << 20) : c.pool_size;
+  o.device = c.device;
+  // in-core: every block in DRAM, nothing ever merged into the pool.
+  o.dram_budget = c.backend == Backend::in_core ? ~0ull : c.dram_budget;
+  return o;
+}
+
+Result<std::unique_ptr<Octree>> fresh_tree(const Config& c) {
+  std::error_code ec;
+  std::filesystem::remove(c.pool, ec);
+  return Octree::create(c.pool, tree_options(c));
+}
+
+Result<std::unique_ptr<Octree>> initial(const Config& c) {
+  auto t = fresh_tree(c);
   if (!t.ok()) return t.error();
   Octree& tree = *t.value();
   if (auto r = tree.uniform(c.level_min, nullptr); !r.ok()) return r.error();
@@ -183,7 +234,8 @@ Result<std::unique_ptr<Octree>> initial(const Config& c) {
       !r.ok())
     return r.error();
   if (auto r = store_step(tree, 0); !r.ok()) return r.error();
-  if (auto r = tree.persist(); !r.ok()) return r.error();
+  if (c.backend == Backend::pm_octree)
+    if (auto r = tree.persist(); !r.ok()) return r.error();
   return std::move(t.value());
 }
 
@@ -192,6 +244,125 @@ double initial_volume(const Octant& o, int level_max) {
   double v = 0;
   for (int k = 0; k < 8; ++k) v += initial_volume(octree::child_of(o, k), level_max);
   return v;
+}
+
+// ---- in-core snapshots: "AMRSNAP1", step, leaf count, then per leaf
+// {level, x, y, z: u32; c: f64}, then a checksum of everything before it.
+constexpr char kSnapMagic[8] = {'A', 'M', 'R', 'S', 'N', 'A', 'P', '1'};
+
+std::string snapshot_path(const Config& c) { return c.pool + ".snapshot"; }
+
+std::uint64_t fnv(const void* p, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+// Write, fsync, rename, fsync the directory: the file strategy's protocol.
+Result<std::uint64_t> write_snapshot(const Config& c, std::uint64_t step, const Octree& tree) {
+  std::vector<unsigned char> buf(sizeof kSnapMagic + 16);
+  std::memcpy(buf.data(), kSnapMagic, sizeof kSnapMagic);
+  std::memcpy(buf.data() + 8, &step, 8);
+  std::uint64_t n = 0;
+  auto v = tree.visit_leaves([&](const Octant& o, const std::byte* d) {
+    const std::uint32_t rec[4] = {static_cast<std::uint32_t>(o.level), o.x, o.y, o.z};
+    const std::size_t at = buf.size();
+    buf.resize(at + sizeof rec + 8);
+    std::memcpy(buf.data() + at, rec, sizeof rec);
+    std::memcpy(buf.data() + at + sizeof rec, d, 8);
+    ++n;
+  });
+  if (!v.ok()) return v.error();
+  std::memcpy(buf.data() + 16, &n, 8);
+  const std::uint64_t sum = fnv(buf.data(), buf.size());
+  buf.resize(buf.size() + 8);
+  std::memcpy(buf.data() + buf.size() - 8, &sum, 8);
+  const std::string path = snapshot_path(c), tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return make_error(Errc::io_error, "cannot create " + tmp + ": " + std::strerror(errno));
+  std::size_t done = 0;
+  while (done < buf.size()) {
+    const ssize_t w = ::write(fd, buf.data() + done, buf.size() - done);
+    if (w <= 0) {
+      const int err = errno;
+      ::close(fd);
+      return make_error(err == ENOSPC ? Errc::out_of_space : Errc::io_error,
+                        "cannot write " + tmp + ": " + std::strerror(err));
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0)
+    return make_error(Errc::io_error, "cannot sync " + tmp + ": " + std::strerror(errno));
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return make_error(Errc::io_error, "cannot rename " + tmp + ": " + std::strerror(errno));
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  if (const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return static_cast<std::uint64_t>(buf.size());
+}
+
+// Reads the snapshot and rebuilds the in-core tree from its leaves.
+Result<std::unique_ptr<Octree>> read_snapshot(const Config& c) {
+  const std::string path = snapshot_path(c);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return make_error(Errc::not_found, path + ": no snapshot to resume from (the run never wrote one)");
+  std::vector<unsigned char> buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  constexpr std::size_t kRec = 24;
+  std::uint64_t step = 0, n = 0, sum = 0;
+  if (buf.size() < 32 || std::memcmp(buf.data(), kSnapMagic, sizeof kSnapMagic) != 0)
+    return make_error(Errc::foreign_file, path + " is not an amr snapshot");
+  std::memcpy(&step, buf.data() + 8, 8);
+  std::memcpy(&n, buf.data() + 16, 8);
+  if (n > (buf.size() - 32) / kRec || buf.size() != 32 + n * kRec)
+    return make_error(Errc::corrupted, path + " is truncated (" + std::to_string(buf.size()) + " bytes for " +
+                                           std::to_string(n) + " leaves)");
+  std::memcpy(&sum, buf.data() + buf.size() - 8, 8);
+  if (sum != fnv(buf.data(), buf.size() - 8)) return make_error(Errc::corrupted, path + " fails its checksum");
+  std::vector<Octant> leaves(n);
+  std::unordered_set<std::uint64_t> internal;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::uint32_t rec[4];
+    std::memcpy(rec, buf.data() + 24 + i * kRec, sizeof rec);
+    if (rec[0] > static_cast<std::uint32_t>(octree::kMaxLevel))
+      return make_error(Errc::corrupted, path + ": a leaf of level " + std::to_string(rec[0]));
+    Octant o{static_cast<int>(rec[0]), rec[1], rec[2], rec[3]};
+    leaves[i] = o;
+    for (Octant a = o; a.level > 0;) {
+      a = octree::parent_of(a);
+      if (!internal.insert(octree::morton(a, 3)).second) break;
+    }
+  }
+  auto t = fresh_tree(c);
+  if (!t.ok()) return t.error();
+  Octree& tree = *t.value();
+  if (auto r = tree.refine(
+          true, [&](const Octant& q, const std::byte*) { return internal.count(octree::morton(q, 3)) != 0; }, nullptr);
+      !r.ok())
+    return r.error();
+  std::uint64_t i = 0;
+  bool mismatch = false;
+  if (auto r = tree.update_leaves([&](const Octant& q, std::byte* d) {
+        if (i >= n || !(q == leaves[i])) {
+          mismatch = true;
+          return false;
+        }
+        std::memcpy(d, buf.data() + 24 + i * kRec + 16, 8);
+        ++i;
+        return true;
+      });
+      !r.ok())
+    return r.error();
+  if (mismatch || i != n) return make_error(Errc::corrupted, path + ": its leaves do not tile the domain");
+  if (auto r = store_step(tree, step); !r.ok()) return r.error();
+  return std::move(t.value());
+}
+
+Result<std::unique_ptr<Octree>> resume_tree(const Config& c) {
+  if (c.backend == Backend::in_core) return read_snapshot(c);
+  auto o = tree_options(c);
+  return Octree::restore(c.pool, o);
 }
 
 }  // namespace
@@ -216,33 +387,50 @@ double sphere_fraction(const Octant& o) {
   return static_cast<double>(inside) / (n * n * n);
 }
 
-Result<Report> run(const Config& c) {
+namespace {
+
+Result<void> check_config(const Config& c) {
   if (c.level_min < 1 || c.level_min > c.level_max || c.level_max > 12)
     return make_error(Errc::invalid_argument, "levels must satisfy 1 <= level-min <= size <= 12");
-  if (!(c.period > 0) || !(c.cfl > 0 && c.cfl <= 0.5) || c.persist_every == 0)
-    return make_error(Errc::invalid_argument, "period > 0, 0 < cfl <= 0.5 and persist-every >= 1 are required");
-  const auto t0 = Clock::now();
-  Report rep;
+  if (!(c.period > 0) || !(c.cfl > 0 && c.cfl <= 0.5) || c.persist_every == 0 || c.snapshot_every == 0)
+    return make_error(Errc::invalid_argument,
+                      "period > 0, 0 < cfl <= 0.5, persist-every >= 1 and snapshot-every >= 1 are required");
+  return {};
+}
+
+[[noreturn]] void crash(std::uint64_t step) {
+  std::fprintf(stderr, "amr: --crash-at: SIGKILL at the start of step %llu\n", static_cast<unsigned long long>(step));
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+  std::abort();
+}
+
+}  // namespace
+
+void model::crash_now(std::uint64_t step) { crash(step); }
+double model::reference_volume(int level_max) { return initial_volume(Octant{}, level_max); }
+
+Result<Report> run(const Config& c) {
+  if (auto k = check_config(c); !k.ok()) return k.error();
   // Steps land exactly on T: dt = T / ceil(T / (cfl h_min / max|u|)), max|u| <= 2.
   const double h_min = 1.0 / static_cast<double>(1u << c.level_max);
   const std::uint64_t steps = static_cast<std::uint64_t>(std::ceil(c.period / (c.cfl * h_min / 2.0)));
   const double dt = c.period / static_cast<double>(steps);
+  if (c.backend == Backend::lmdb) return run_lmdb(c, steps, dt);
+
+  const auto t0 = Clock::now();
+  Report rep;
   rep.dt = dt;
   rep.steps = steps;
-
   std::unique_ptr<Octree> tree;
-  if (c.resume) {
-    octree::Options o;
-    o.dims = 3;
-    o.data_size = sizeof(double);
-    auto t = Octree::restore(c.pool, o);
-    if (!t.ok()) return t.error();
-    tree = std::move(t.value());
-  } else {
-    auto t = initial(c);
+  {
+    auto t = c.resume ? resume_tree(c) : initial(c);
     if (!t.ok()) return t.error();
     tree = std::move(t.value());
   }
+  if (c.resume) rep.restore_seconds = seconds_since(t0);
+  if (c.backend == Backend::pm_octree && c.transform)
+    tree->set_feature([&](const Octant& o, const std::byte* d) { return refine_wanted(o, read_c(d), c.level_max); });
   // The sphere's volume as the initial mesh holds it, the reference for
   // conservation: every leaf the surface cuts is at the finest level there,
   // every other leaf is pure, so a descent of the cut octants gives it
@@ -254,13 +442,11 @@ Result<Report> run(const Config& c) {
                                                  " of a run with more steps than this one (" + std::to_string(steps) +
                                                  "): resume with the same --size, --period and --cfl");
 
-  for (std::uint64_t s = rep.first_step; s < steps; ++s) {
-    if (c.crash_at >= 0 && static_cast<std::uint64_t>(c.crash_at) == s) {
-      std::fprintf(stderr, "amr: --crash-at %lld: SIGKILL at the start of step %llu\n",
-                   static_cast<long long>(c.crash_at), static_cast<unsigned long long>(s));
-      std::fflush(stderr);
-      std::raise(SIGKILL);
-    }
+  const std::uint64_t last = c.step_limit > 0 ? std::min(steps, c.step_limit) : steps;
+  for (std::uint64_t s = rep.first_step; s < last; ++s) {
+    if (c.catch_up_step >= 0 && static_cast<std::uint64_t>(c.catch_up_step) == s)
+      rep.catch_up_seconds = seconds_since(t0);
+    if (c.crash_at >= 0 && static_cast<std::uint64_t>(c.crash_at) == s) crash(s);
     auto l = gather(*tree);
     if (!l.ok()) return l.error();
     if (auto r = transport(*tree, l.value(), static_cast<double>(s) * dt, dt, c.period); !r.ok()) return r.error();
@@ -273,32 +459,59 @@ Result<Report> run(const Config& c) {
                                {{"fraction", [](const Octant&, const std::byte* d) { return read_c(d); }}});
       if (!w.ok()) return w.error();
     }
-    if ((s + 1) % c.persist_every == 0 || s + 1 == steps) {
-      auto st = tree->stats();
-      if (!st.ok()) return st.error();
-      if (st.value().version_bytes > 0) {
-        const double overlap =
-            static_cast<double>(st.value().shared_bytes) / static_cast<double>(st.value().version_bytes);
-        rep.overlap_min = std::min(rep.overlap_min, overlap);
-        rep.overlap_max = std::max(rep.overlap_max, overlap);
+    if (c.backend == Backend::in_core) {
+      if ((s + 1) % c.snapshot_every == 0 || s + 1 == last) {
+        const auto p0 = Clock::now();
+        auto w = write_snapshot(c, s + 1, *tree);
+        if (!w.ok()) return w.error();
+        rep.persist_seconds += seconds_since(p0);
+        rep.snapshot_bytes += w.value();
+      }
+      continue;
+    }
+    if ((s + 1) % c.persist_every == 0 || s + 1 == last) {
+      if (c.track_versions) {
+        auto st = tree->stats();
+        if (!st.ok()) return st.error();
+        const auto& x = st.value();
+        VersionSample v;
+        v.step = s + 1;
+        v.octants = x.octants;
+        v.overlap =
+            x.version_bytes > 0 ? static_cast<double>(x.shared_bytes) / static_cast<double>(x.version_bytes) : 0;
+        v.single_bytes = x.version_bytes;
+        v.both_bytes = x.version_bytes + x.nvm_bytes - x.shared_bytes;
+        rep.versions.push_back(v);
+        rep.overlap_min = std::min(rep.overlap_min, v.overlap);
+        rep.overlap_max = std::max(rep.overlap_max, v.overlap);
       }
       const auto p0 = Clock::now();
       auto ps = tree->persist();
       if (!ps.ok()) return ps.error();
-      rep.persist_seconds += std::chrono::duration<double>(Clock::now() - p0).count();
+      rep.persist_seconds += seconds_since(p0);
       rep.blocks_persisted += ps.value().blocks_written;
+      rep.nvm_bytes_flushed += ps.value().bytes_written;
     }
   }
   auto l = gather(*tree);
   if (!l.ok()) return l.error();
   rep.leaves = l.value().c.size();
-  rep.volume = fluid_volume(l.value());
-  for (std::size_t i = 0; i < l.value().c.size(); ++i)
-    rep.shape_error += std::fabs(l.value().c[i] - sphere_fraction(l.value().octant[i])) * volume(l.value().octant[i]);
-  auto sum = tree->checksum();
-  if (!sum.ok()) return sum.error();
-  rep.checksum = sum.value();
-  rep.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  Checksum sum;
+  for (std::size_t i = 0; i < l.value().c.size(); ++i) {
+    const Octant& o = l.value().octant[i];
+    rep.volume += l.value().c[i] * volume(o);
+    rep.shape_error += std::fabs(l.value().c[i] - sphere_fraction(o)) * volume(o);
+    sum.add(o, l.value().c[i]);
+  }
+  rep.checksum = sum.h;
+  if (auto st = tree->stats(); st.ok()) rep.nvm_store_lines = st.value().nvm_store_lines;
+  rep.seconds = seconds_since(t0);
+  if (c.backend == Backend::in_core) {
+    const std::string pool = c.pool;
+    tree.reset();
+    std::error_code ec;
+    std::filesystem::remove(pool, ec);  // the scratch pool: in-core keeps nothing there
+  }
   return rep;
 }
 

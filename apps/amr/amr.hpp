@@ -14,14 +14,28 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cairn/error.hpp"
 #include "cairn/octree.hpp"
 
 namespace cairn::apps::amr {
 
+// How the mesh lives and persists (seed 000 §5's three octrees).
+//   pm-octree  the PM-octree: C0 in DRAM up to dram_budget, C1 in the pool,
+//              pm_persistent every persist_every steps
+//   in-core    the same octree with every block in DRAM and no pm_persistent;
+//              a snapshot file (write, fsync, rename) every snapshot_every
+//              steps; restart reads it and recomputes the lost steps
+//   lmdb       out-of-core, as Etree: leaves keyed by Morton code in an LMDB
+//              B+-tree on the device's file system, every access through it;
+//              one write transaction per persist_every steps
+enum class Backend { pm_octree, in_core, lmdb };
+const char* backend_name(Backend b);
+
 struct Config {
-  std::string pool;     // the PM-octree pool file
+  Backend backend = Backend::pm_octree;
+  std::string pool;     // the PM-octree pool file (in-core: its scratch pool and <pool>.snapshot; lmdb: a directory)
   int level_min = 2;    // coarsest leaves away from the interface
   int level_max = 5;    // finest level: the interface's (--size)
   double period = 3.0;  // T: the flow reverses at T/2 and the sphere is back at T
@@ -31,7 +45,22 @@ struct Config {
   bool resume = false;
   std::string vtk_dir;  // every vtk_every steps, a .vtu there
   std::uint64_t vtk_every = 0;
-  std::uint64_t pool_size = 512ull << 20;  // collected when less than 10 % is free
+  std::uint64_t pool_size = 512ull << 20;  // collected when less than 10 % is free (lmdb: its map size)
+  std::string device;                      // the pool's device ("" : $CAIRN_DEVICE), e.g. emulated:pcm-2017
+  std::uint64_t dram_budget = ~0ull;       // pm-octree: bytes of blocks in DRAM (C0)
+  bool transform = true;                   // pm-octree: feature-directed layout transformation
+  std::uint64_t snapshot_every = 10;       // in-core: steps between snapshots
+  bool track_versions = false;             // pm-octree: the two versions' sizes after every persist
+  std::int64_t catch_up_step = -1;         // note when the run reaches this step (restart experiments)
+  std::uint64_t step_limit = 0;            // > 0: stop after this step (benchmarks; the sphere is not back)
+};
+
+// After a persist (track_versions): the two versions (seed 000 Fig. 3).
+struct VersionSample {
+  std::uint64_t step = 0, octants = 0;
+  double overlap = 0;              // shared bytes / bytes of V(i)
+  std::uint64_t both_bytes = 0;    // blocks reachable from V(i) or V(i-1), DRAM and pool
+  std::uint64_t single_bytes = 0;  // V(i) alone
 };
 
 struct Report {
@@ -43,12 +72,45 @@ struct Report {
   std::uint64_t checksum = 0;  // of the final tree (leaves and payload)
   double seconds = 0, persist_seconds = 0;
   std::uint64_t blocks_persisted = 0;       // summed over the persists
-  double overlap_min = 1, overlap_max = 0;  // shared / version bytes after each step (seed Fig. 3)
+  double overlap_min = 1, overlap_max = 0;  // shared / version bytes after each persist (track_versions)
+  std::vector<VersionSample> versions;      // track_versions
+  double restore_seconds = 0;               // resume: until the state was back in memory
+  double catch_up_seconds = -1;             // from the start until step catch_up_step began
+  std::uint64_t nvm_store_lines = 0;        // pm-octree: cache lines stored into pool blocks
+  std::uint64_t nvm_bytes_flushed = 0;      // pm-octree: bytes written back to the device
+  std::uint64_t snapshot_bytes = 0;         // in-core: bytes of snapshot files written
 };
 
 // The sphere of the test: radius 0.15 at (0.35, 0.35, 0.35).
 double sphere_fraction(const octree::Octant& o);
 
 Result<Report> run(const Config& config);
+
+// ---- shared by the backends (amr.cpp, lmdb_mesh.cpp)
+namespace model {
+inline constexpr double kEps = 1e-3;    // a fraction this close to 0 or 1 is pure
+inline constexpr double kTiny = 1e-12;  // an upwind fraction below this carries no flux
+double edge(const octree::Octant& o);
+double volume(const octree::Octant& o);
+double velocity(int axis, double x, double y, double z, double t, double period);
+// The upwind volume leaving leaf `a` (fraction ca) through its face (axis,
+// upper) towards a neighbour of fraction cb, in one step.
+double face_flux(const octree::Octant& a, int axis, bool upper, double ca, double cb, double t, double dt,
+                 double period);
+bool touches_surface(const octree::Octant& o);
+bool refine_wanted(const octree::Octant& o, double c, int level_max);
+bool coarsen_wanted(const octree::Octant& parent, const double* children, int fan, int level_min);
+// The sphere's volume on the initial mesh (the reference for conservation).
+double reference_volume(int level_max);
+// --crash-at: SIGKILL now.
+[[noreturn]] void crash_now(std::uint64_t step);
+// The run's checksum: leaves and fractions in Morton order, equal for every backend.
+struct Checksum {
+  std::uint64_t h = 0x243F6A8885A308D3ull;
+  void add(const octree::Octant& o, double c);
+};
+}  // namespace model
+
+Result<Report> run_lmdb(const Config& config, std::uint64_t steps, double dt);
 
 }  // namespace cairn::apps::amr

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 namespace cairn::apps::amr {
@@ -47,15 +48,66 @@ TEST(Amr, ConservesVolumeAndConvergesWithTheFinestLevel) {
   EXPECT_LT(error[1], error[0]);
 }
 
+// The three octrees of seed 000 §5 run the same operations in the same
+// order: the same mesh and the same bits at the end, whatever the DRAM budget
+// and the layout transformation do with the PM-octree's blocks.
+TEST(Amr, EveryBackendAndLayoutEndsWithTheSameBits) {
+  auto reference = run(small("ref", 4));
+  ASSERT_TRUE(reference.ok()) << reference.error().message;
+  struct Case {
+    const char* name;
+    Backend backend;
+    std::uint64_t budget;
+    bool transform;
+  };
+  for (const Case& k : {Case{"incore", Backend::in_core, ~0ull, true}, Case{"lmdb", Backend::lmdb, ~0ull, true},
+                        Case{"budget", Backend::pm_octree, 16u << 10, true},
+                        Case{"notransform", Backend::pm_octree, 16u << 10, false}}) {
+    Config c = small(k.name, 4);
+    c.backend = k.backend;
+    c.dram_budget = k.budget;
+    c.transform = k.transform;
+    auto r = run(c);
+    ASSERT_TRUE(r.ok()) << k.name << ": " << r.error().message;
+    EXPECT_EQ(r.value().checksum, reference.value().checksum) << k.name;
+    EXPECT_EQ(r.value().leaves, reference.value().leaves) << k.name;
+    EXPECT_EQ(r.value().volume, reference.value().volume) << k.name;
+  }
+}
+
+TEST(Amr, ASmallDramBudgetSendsWritesToNvmAndTheTransformationTakesSomeBack) {
+  Config all = small("all", 4);
+  Config tight = small("tight", 4);
+  tight.dram_budget = 8u << 10;
+  tight.transform = false;
+  auto a = run(all), t = run(tight);
+  ASSERT_TRUE(a.ok() && t.ok());
+  // Every step's blocks reach the pool at persist either way; a C0 too small
+  // for them also takes the copies and updates of the step itself.
+  EXPECT_GT(t.value().nvm_store_lines, a.value().nvm_store_lines);
+}
+
+struct Persistence {
+  const char* name;
+  Backend backend;
+  std::uint64_t every;
+  std::uint64_t resumes_at;  // the last committed step before step 17
+};
+
 TEST(Amr, ASigkilledRunResumesBitIdentically) {
-  for (std::uint64_t every : {1u, 3u}) {
-    Config base = small("clean" + std::to_string(every), 4);
+  for (const Persistence& p :
+       {Persistence{"pm1", Backend::pm_octree, 1, 17}, Persistence{"pm3", Backend::pm_octree, 3, 15},
+        Persistence{"incore", Backend::in_core, 1, 10}, Persistence{"lmdb", Backend::lmdb, 2, 16}}) {
+    const std::uint64_t every = p.every;
+    Config base = small(std::string("clean-") + p.name, 4);
+    base.backend = p.backend;
     base.persist_every = every;
     auto clean = run(base);
     ASSERT_TRUE(clean.ok()) << clean.error().message;
     ASSERT_GT(clean.value().steps, 20u);
 
-    Config crash = small("killed" + std::to_string(every), 4);
+    Config crash = small(std::string("killed-") + p.name, 4);
+    crash.backend = p.backend;
     crash.persist_every = every;
     crash.crash_at = 17;
     const pid_t pid = ::fork();
@@ -73,8 +125,8 @@ TEST(Amr, ASigkilledRunResumesBitIdentically) {
     resume.resume = true;
     auto back = run(resume);
     ASSERT_TRUE(back.ok()) << back.error().message;
-    EXPECT_EQ(back.value().first_step, 17u / every * every);  // the last persisted step
-    EXPECT_EQ(back.value().checksum, clean.value().checksum) << "persist every " << every;
+    EXPECT_EQ(back.value().first_step, p.resumes_at) << p.name;  // the last persisted step
+    EXPECT_EQ(back.value().checksum, clean.value().checksum) << p.name;
     EXPECT_EQ(back.value().volume, clean.value().volume);
   }
 }
@@ -97,6 +149,34 @@ TEST(Amr, BadOptionsAndAForeignResume) {
   auto r = run(coarse);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Errc::layout_mismatch) << r.error().message;
+  // The baselines' files: missing, truncated, damaged.
+  for (Backend b : {Backend::in_core, Backend::lmdb}) {
+    Config m = small(std::string("nothing-") + backend_name(b), 4);
+    m.backend = b;
+    m.resume = true;
+    EXPECT_EQ(run(m).error().code, Errc::not_found) << backend_name(b);
+  }
+  Config snap = small("snap", 4);
+  snap.backend = Backend::in_core;
+  snap.period = 0.1;
+  ASSERT_TRUE(run(snap).ok());
+  const std::string file = snap.pool + ".snapshot";
+  const auto bytes = std::filesystem::file_size(file);
+  snap.resume = true;
+  {
+    std::FILE* f = std::fopen(file.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, 100, SEEK_SET);
+    std::fputc(0x5a ^ std::fgetc(f), f);
+    std::fclose(f);
+  }
+  auto damaged = run(snap);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_EQ(damaged.error().code, Errc::corrupted) << damaged.error().message;
+  std::filesystem::resize_file(file, bytes - 30);
+  auto truncated = run(snap);
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_EQ(truncated.error().code, Errc::corrupted) << truncated.error().message;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -32,8 +33,19 @@ int main(int argc, char** argv) {
   cli.add_option("--persist-every", c.persist_every, "pm_persistent every K steps")->check(CLI::PositiveNumber);
   cli.add_option("--crash-at", c.crash_at, "SIGKILL at the start of this step");
   cli.add_flag("--resume", c.resume, "continue from the last persisted step");
-  cli.add_option("--strategy", strategy, "how the tree persists: pm-octree (the baselines are not built yet)")
-      ->check(CLI::IsMember({"pm-octree"}));
+  cli.add_option("--step-limit", c.step_limit, "stop after this step (measurements; the sphere is not back)");
+  std::string device_profile, budget;
+  bool no_transform = false;
+  cli.add_option("--strategy", strategy,
+                 "how the mesh lives and persists: pm-octree (pm_persistent), in-core (DRAM, a snapshot file "
+                 "every --snapshot-every steps) or lmdb (out-of-core B+-tree, one transaction per persist)")
+      ->check(CLI::IsMember({"pm-octree", "in-core", "lmdb"}));
+  cli.add_option("--device-profile", device_profile,
+                 "emulated NVM profile of the pool (pcm-2017: seed 000's read 100 ns, write 150 ns; optane-dcpmm)");
+  cli.add_option("--dram-budget", budget, "pm-octree: bytes of blocks kept in DRAM (C0), e.g. 64M (default: all)");
+  cli.add_flag("--no-transform", no_transform, "pm-octree: no feature-directed layout transformation");
+  cli.add_option("--snapshot-every", c.snapshot_every, "in-core: steps between snapshots (default 10)")
+      ->check(CLI::PositiveNumber);
   cli.add_option("--dir", dir, "directory of the pool");
   cli.add_option("--pool-size", c.pool_size, "bytes of the pool file (default 512 MiB)")
       ->check(CLI::Range(1ull << 20, 1ull << 40));
@@ -58,7 +70,30 @@ int main(int argc, char** argv) {
   }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  c.pool = dir + "/" + name + ".pool";
+  c.backend = strategy == "lmdb"      ? amr::Backend::lmdb
+              : strategy == "in-core" ? amr::Backend::in_core
+                                      : amr::Backend::pm_octree;
+  c.pool = dir + "/" + name +
+           (c.backend == amr::Backend::lmdb      ? ".lmdb"
+            : c.backend == amr::Backend::in_core ? ".incore.pool"
+                                                 : ".pool");
+  if (!device_profile.empty()) c.device = "emulated:" + device_profile;
+  c.transform = !no_transform;
+  if (!budget.empty()) {
+    char* end = nullptr;
+    const double v = std::strtod(budget.c_str(), &end);
+    const std::string unit = end != nullptr ? end : "";
+    const double mult = unit == ""    ? 1
+                        : unit == "K" ? 1024.0
+                        : unit == "M" ? 1048576.0
+                        : unit == "G" ? 1073741824.0
+                                      : -1;
+    if (!(v >= 0) || mult < 0) {
+      std::fprintf(stderr, "amr: --dram-budget %s: a number of bytes with an optional K, M or G\n", budget.c_str());
+      return 2;
+    }
+    c.dram_budget = static_cast<std::uint64_t>(v * mult);
+  }
   auto r = amr::run(c);
   if (!r.ok()) {
     std::fprintf(stderr, "amr: error: %s\n", r.error().message.c_str());
@@ -69,24 +104,26 @@ int main(int argc, char** argv) {
   const bool ok = rel < 1e-10;
   if (!quiet)
     std::printf(
-        "amr: levels %d-%d, %llu steps of %.6g from step %llu, %llu leaves; persist %.3f s of %.3f s, "
-        "%llu blocks written; shared between versions %.1f-%.1f %%\n",
-        c.level_min, c.level_max, static_cast<unsigned long long>(x.steps), x.dt,
+        "amr: %s, levels %d-%d, %llu steps of %.6g from step %llu, %llu leaves; persist %.3f s of %.3f s, "
+        "%llu blocks written, %.1f MB stored into NVM blocks\n",
+        strategy.c_str(), c.level_min, c.level_max, static_cast<unsigned long long>(x.steps), x.dt,
         static_cast<unsigned long long>(x.first_step), static_cast<unsigned long long>(x.leaves), x.persist_seconds,
-        x.seconds, static_cast<unsigned long long>(x.blocks_persisted), 100 * x.overlap_min, 100 * x.overlap_max);
+        x.seconds, static_cast<unsigned long long>(x.blocks_persisted), 64e-6 * static_cast<double>(x.nvm_store_lines));
   std::printf("amr: volume %.12g (initial %.12g, relative change %.2e), shape error at T %.6e, checksum %016llx: %s\n",
               x.volume, x.volume0, rel, x.shape_error, static_cast<unsigned long long>(x.checksum),
               ok ? "VERIFIED" : "NOT VERIFIED (volume not conserved)");
   if (!json.empty()) {
     std::ofstream f(json);
-    char buf[600];
+    char buf[800];
     std::snprintf(buf, sizeof buf,
                   "{\"size\": %d, \"level_min\": %d, \"steps\": %llu, \"first_step\": %llu, \"leaves\": %llu, "
                   "\"volume0\": %.17g, \"volume\": %.17g, \"shape_error\": %.17g, \"checksum\": \"%016llx\", "
-                  "\"seconds\": %.6f, \"persist_seconds\": %.6f, \"verified\": %s}\n",
+                  "\"seconds\": %.6f, \"persist_seconds\": %.6f, \"restore_seconds\": %.6f, "
+                  "\"strategy\": \"%s\", \"nvm_store_bytes\": %llu, \"verified\": %s}\n",
                   c.level_max, c.level_min, static_cast<unsigned long long>(x.steps),
                   static_cast<unsigned long long>(x.first_step), static_cast<unsigned long long>(x.leaves), x.volume0,
                   x.volume, x.shape_error, static_cast<unsigned long long>(x.checksum), x.seconds, x.persist_seconds,
+                  x.restore_seconds, strategy.c_str(), static_cast<unsigned long long>(64 * x.nvm_store_lines),
                   ok ? "true" : "false");
     f << buf;
   }

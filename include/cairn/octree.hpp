@@ -96,6 +96,10 @@ struct Options {
   // frequency exceeds the coldest C0 region's by this ratio (seed §3.3).
   double t_transform = 2.0;
   bool background_gc = true;  // restore: collect in a background thread
+  // The pool's device ("" : $CAIRN_DEVICE, else the real one); an emulated
+  // NVM profile ("emulated:pcm-2017") also charges each pool block a
+  // traversal reads (DRAM blocks cost nothing extra).
+  std::string device;
 };
 
 // Memory accounting (stats()).
@@ -114,6 +118,10 @@ struct Stats {
   int depth = 0;  // finest leaf level
   std::uint64_t c0_regions = 0;
   std::uint64_t merges = 0;  // C0 regions merged into C1 for lack of DRAM
+  // NVM writes since create/restore: cache lines stored into pool blocks by
+  // the working version (new and copied blocks, C0 merges, payload and
+  // pointer updates), the seed's count of writes to NVBM.
+  std::uint64_t nvm_store_lines = 0;
   std::uint64_t gc_runs = 0;
 };
 

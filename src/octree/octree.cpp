@@ -38,6 +38,7 @@
 #include <limits>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -128,10 +129,11 @@ std::uint64_t mem_available() {
   return m == 0 ? ~std::uint64_t{0} : m;
 }
 
-// DRAM blocks (C0): a slab of equal blocks.
+// DRAM blocks (C0): a slab of equal blocks, each preceded by 8 bytes that
+// hold its twin (see Impl::twin).
 class DramSlab {
  public:
-  explicit DramSlab(std::size_t bytes) : bytes_(bytes) {}
+  explicit DramSlab(std::size_t block_bytes) : bytes_(block_bytes + 8) {}
   ~DramSlab() {
     for (void* c : chunks_) std::free(c);
   }
@@ -141,7 +143,7 @@ class DramSlab {
       void* c = std::aligned_alloc(64, (per * bytes_ + 63) / 64 * 64);
       if (c == nullptr) throw std::bad_alloc();
       chunks_.push_back(c);
-      for (std::size_t i = per; i-- > 0;) free_.push_back(static_cast<std::byte*>(c) + i * bytes_);
+      for (std::size_t i = per; i-- > 0;) free_.push_back(static_cast<std::byte*>(c) + i * bytes_ + 8);
     }
     std::byte* b = free_.back();
     free_.pop_back();
@@ -215,6 +217,20 @@ class Octree::Impl {
   std::uint32_t work_gen_ = 1;
   bool gc_disabled_ = false;
   std::uint64_t gc_runs_ = 0, merges_ = 0;
+  // NVM writes: cache lines the working version stored into pool blocks
+  // (new and copied blocks, merges, payload and pointer updates).
+  std::uint64_t nvm_store_lines_ = 0;
+  std::uint64_t block_lines_ = 0;  // lines of one block
+  bool charge_reads_ = false;      // the pool's device charges NVM reads (emulated)
+  // Every store into a block of the working version: a DRAM block loses its
+  // twin (it differs from it now); a pool block counts as an NVM write.
+  void touch(Ref r) {
+    if (in_dram(r)) {
+      if (!internal_.stale_twin) twin(r) = 0;
+    } else {
+      ++nvm_store_lines_;
+    }
+  }
 
   // ---- background collection after restore
   std::thread bg_;
@@ -259,6 +275,15 @@ class Octree::Impl {
   // ---- block access
   std::byte* blk(Ref r) const { return in_dram(r) ? reinterpret_cast<std::byte*>(r & ~std::uint64_t{1}) : base_ + r; }
   BlockHeader* hdr(Ref r) const { return reinterpret_cast<BlockHeader*>(blk(r)); }
+  // A DRAM block's twin: the pool block that holds its contents in the
+  // committed version (written by the last persist), or 0 once the DRAM
+  // block has changed since (or never had one).
+  Ref& twin(Ref r) const { return *reinterpret_cast<Ref*>(blk(r) - 8); }
+  void stamp(Ref r) const {
+    BlockHeader* h = hdr(r);
+    h->epoch = work_gen_;
+    h->check = block_check(h->code, work_gen_);
+  }
   std::uint64_t& child(Ref r, int s) const {
     return *reinterpret_cast<std::uint64_t*>(blk(r) + sizeof(BlockHeader) + static_cast<std::size_t>(s) * stride_);
   }
@@ -270,7 +295,12 @@ class Octree::Impl {
   Octant octant_at(int d, int s) const { return d == 0 ? Octant{} : child_of(path_[d].parent, s); }
 
   // Checks a block reached from the octant whose code is `parent`.
-  void validate(Ref r, std::uint64_t parent) const { validate(r, parent, work_gen_); }
+  // A traversal reaching a block: checked, and its read charged to an
+  // emulated NVM device when the block is in the pool.
+  void validate(Ref r, std::uint64_t parent) const {
+    validate(r, parent, work_gen_);
+    if (charge_reads_ && !in_dram(r)) pool_->device().read_charge(block_bytes_, false);
+  }
   void validate(Ref r, std::uint64_t parent, std::uint32_t max_epoch) const {
     if (!in_dram(r) && (r % 8 != 0 || r < pool::kArenaOffset || r > pool_->size() - block_bytes_))
       fail(Errc::corrupted,
@@ -321,12 +351,17 @@ class Octree::Impl {
     ++gc_runs_;
   }
 
+  // Collects when the free part of the pool is below threshold_NVBM.
+  void collect_if_low() {
+    const auto& a = pool_->arena();
+    const double free_frac = 1.0 - static_cast<double>(a.blocks_in_use()) / static_cast<double>(a.block_count());
+    if (free_frac < threshold_nvbm_ && !bg_running_ && free_.size() < blocks_per_chunk_) collect();
+  }
+
   Ref nvm_alloc() {
     install_background_gc();
     if (free_.empty() && (chunks_.empty() || bump_ == blocks_per_chunk_)) {
-      const auto& a = pool_->arena();
-      const double free_frac = 1.0 - static_cast<double>(a.blocks_in_use()) / static_cast<double>(a.block_count());
-      if (free_frac < threshold_nvbm_ && !gc_disabled_ && !bg_running_) collect();
+      if (!gc_disabled_) collect_if_low();
       if (free_.empty()) add_chunk();
     }
     Ref r;
@@ -338,6 +373,7 @@ class Octree::Impl {
       ++bump_;
     }
     dirty_.push_back(r);
+    nvm_store_lines_ += block_lines_;
     return r;
   }
 
@@ -346,11 +382,17 @@ class Octree::Impl {
     const std::uint64_t code = parent != nullptr ? pack(*parent) : kNoParent;
     const std::uint64_t region = parent != nullptr ? region_of(*parent) : kNoParent;
     Ref r;
-    if (hot(region)) {
+    // Blocks above the C0 regions (few: at most fan^region_level) are on
+    // every path from the root, so they live in DRAM whenever C0 exists.
+    const bool top = parent != nullptr && parent->level < region_level_ && dram_budget_ > 0;
+    if (top || hot(region)) {
       r = reinterpret_cast<Ref>(slab_->alloc()) | 1;
-      Region& g = regions_[region];
-      ++g.dram_blocks;
-      ++g.freq;
+      twin(r) = 0;
+      if (!top) {
+        Region& g = regions_[region];
+        ++g.dram_blocks;
+        ++g.freq;
+      }
       if (slab_->in_use() * block_bytes_ > dram_budget_) evict_pending_ = true;
       if (++dram_allocs_since_check_ * block_bytes_ >= (64u << 20)) {
         dram_allocs_since_check_ = 0;
@@ -397,7 +439,7 @@ class Octree::Impl {
       if (k == 0)
         work_root_ = c;
       else
-        child(path_[k - 1].block, path_[k - 1].slot) = c;
+        child(path_[k - 1].block, path_[k - 1].slot) = c, touch(path_[k - 1].block);
       f.block = c;
     }
   }
@@ -416,6 +458,7 @@ class Octree::Impl {
       if (init) init(child_of(o, c), cd, pd);
     }
     child(path_[d].block, s) = nb;
+    touch(path_[d].block);
     return nb;
   }
 
@@ -425,26 +468,95 @@ class Octree::Impl {
       const Ref c = child(r, s);
       if (c != 0 && writable(c)) {
         const Ref m = merge(c);
-        if (m != c) child(r, s) = m;
+        if (m != c) child(r, s) = m, touch(r);
       }
     }
     if (!in_dram(r)) return r;
     const Ref n = nvm_alloc();
     std::memcpy(blk(n), blk(r), block_bytes_);
+    stamp(n);  // a DRAM block kept over persists carries an older generation
     free_private(r);
     ++merged_count_;
     return n;
   }
   std::uint64_t merged_count_ = 0;
 
-  Ref merge_root(Ref r) {
-    // The root block holds one slot.
-    const Ref c = child(r, 0);
-    if (c != 0 && writable(c)) {
-      const Ref m = merge(c);
-      if (m != c) child(r, 0) = m;
+  // ---- commit (persist): the committed version's blocks for the writable
+  // block r. Returns {ref in the committed version, ref in the next working
+  // version}. DRAM blocks stay in DRAM for the working version and get a
+  // pool twin (reused while neither they nor their children's committed refs
+  // changed). A pool block of this generation goes into the committed
+  // version with its children's committed refs; when a child's working ref
+  // differs (a DRAM subtree below), the next working version gets its own
+  // copy, of the next generation, that keeps the DRAM refs.
+  std::pair<Ref, Ref> commit(Ref r) {
+    Ref cref[8], wref[8];
+    bool differs = false;
+    for (int s = 0; s < fan_; ++s) {
+      const Ref c = child(r, s);
+      cref[s] = wref[s] = c;
+      if (c != 0 && writable(c)) std::tie(cref[s], wref[s]) = commit(c);
+      differs = differs || cref[s] != wref[s];
     }
-    return r;  // the root block is never in DRAM
+    if (in_dram(r)) {
+      Ref n = twin(r);
+      for (int s = 0; s < fan_ && n != 0; ++s)
+        if (child(n, s) != cref[s]) n = 0;
+      if (n == 0) {
+        n = nvm_alloc();
+        std::memcpy(blk(n), blk(r), block_bytes_);
+        stamp(n);
+        for (int s = 0; s < fan_; ++s) child(n, s) = cref[s];
+        twin(r) = n;
+        ++merged_count_;
+      }
+      return {n, r};
+    }
+    for (int s = 0; s < fan_; ++s)
+      if (child(r, s) != cref[s]) child(r, s) = cref[s], ++nvm_store_lines_;
+    if (!differs) return {r, r};
+    const Ref w = alloc_next_generation();
+    std::memcpy(blk(w), blk(r), block_bytes_);
+    hdr(w)->epoch = work_gen_ + 1;
+    hdr(w)->check = block_check(hdr(w)->code, work_gen_ + 1);
+    for (int s = 0; s < fan_; ++s) child(w, s) = wref[s];
+    return {r, w};
+  }
+  std::vector<Ref> next_dirty_;  // pool blocks of the next generation, made by commit
+  Ref alloc_next_generation() {
+    const Ref r = nvm_alloc();
+    dirty_.pop_back();
+    next_dirty_.push_back(r);
+    return r;
+  }
+  Ref commit_root(Ref r) {  // the root block holds one slot and is never in DRAM
+    const Ref c = child(r, 0);
+    work_next_root_ = r;
+    if (c == 0 || !writable(c)) return r;
+    const auto [cc, wc] = commit(c);
+    if (cc != c) child(r, 0) = cc, ++nvm_store_lines_;
+    if (cc == wc) return r;
+    work_next_root_ = alloc_next_generation();
+    std::memcpy(blk(work_next_root_), blk(r), block_bytes_);
+    hdr(work_next_root_)->epoch = work_gen_ + 1;
+    hdr(work_next_root_)->check = block_check(hdr(work_next_root_)->code, work_gen_ + 1);
+    child(work_next_root_, 0) = wc;
+    return r;
+  }
+  Ref work_next_root_ = 0;
+
+  // Moves every DRAM block into the pool (before the C0 regions change). A
+  // DRAM block is reached only through writable blocks, so a shared root
+  // has none below it.
+  void merge_all() {
+    const Ref c = child(work_root_, 0);
+    if (c != 0 && writable(c)) {
+      gc_disabled_ = true;
+      const Ref m = merge(c);
+      gc_disabled_ = false;
+      if (m != c) child(work_root_, 0) = m, touch(work_root_);
+    }
+    for (auto& [code, g] : regions_) g.dram_blocks = 0;
   }
 
   // Merges the least frequently accessed hot regions out of DRAM while over
@@ -484,6 +596,7 @@ class Octree::Impl {
     const Ref m = merge(c);
     gc_disabled_ = false;
     child(r, s) = m;
+    touch(r);
     g.dram_blocks = 0;
   }
 
@@ -613,6 +726,7 @@ void configure(Octree::Impl& t, const Options& o) {
   t.threshold_dram_ = o.threshold_dram;
   t.threshold_nvbm_ = o.threshold_nvbm;
   t.t_transform_ = o.t_transform;
+  t.block_lines_ = (t.block_bytes_ + 63) / 64;
   t.slab_owner_ = std::make_unique<DramSlab>(t.block_bytes_);
   t.slab_ = t.slab_owner_.get();
 }
@@ -638,6 +752,7 @@ Result<std::unique_ptr<Octree::Impl>> format_impl(pool::Pool& pool, const Option
   t.file_ = pool.path();
   t.pool_ = &pool;
   t.base_ = pool.base();
+  t.charge_reads_ = pool.device().name().starts_with("emulated:");
   pool.arena().reset_empty();
   return guard([&]() -> Result<std::unique_ptr<Octree::Impl>> {
     // Chunks: a thirty-second of the pool, between 16 blocks and 1 MiB.
@@ -681,6 +796,7 @@ Result<std::unique_ptr<Octree::Impl>> attach_impl(pool::Pool& pool, const Option
   t.file_ = path;
   t.pool_ = &pool;
   t.base_ = pool.base();
+  t.charge_reads_ = pool.device().name().starts_with("emulated:");
   const pool::RootSlot hs = t.pool_->root(kHeaderSlot);
   if (hs.offset == 0 || hs.offset + kHeaderBytes > t.pool_->size())
     return make_error(Errc::foreign_file,
@@ -754,6 +870,11 @@ Result<std::unique_ptr<Octree>> Octree::create(const std::string& path, const Op
   if (auto c = check_options(o); !c.ok()) return c.error();
   pool::CreateOptions co;
   co.size = o.pool_size;
+  if (!o.device.empty()) {
+    auto d = devices::make_device(o.device);
+    if (!d.ok()) return d.error();
+    co.device = std::move(d.value());
+  }
   auto p = pool::Pool::create(path, std::move(co));
   if (!p.ok()) return p.error();
   auto impl = format_impl(*p.value(), o, {});
@@ -764,7 +885,13 @@ Result<std::unique_ptr<Octree>> Octree::create(const std::string& path, const Op
 
 Result<std::unique_ptr<Octree>> Octree::restore(const std::string& path, const Options& o) {
   if (auto c = check_options(o); !c.ok()) return c.error();
-  auto p = pool::Pool::open(path);
+  pool::OpenOptions oo;
+  if (!o.device.empty()) {
+    auto d = devices::make_device(o.device);
+    if (!d.ok()) return d.error();
+    oo.device = std::move(d.value());
+  }
+  auto p = pool::Pool::open(path, std::move(oo));
   if (!p.ok()) return p.error();
   auto impl = attach_impl(*p.value(), o, {});
   if (!impl.ok()) return impl.error();
@@ -799,10 +926,14 @@ Result<PersistStats> Octree::persist() {
     const auto t0 = std::chrono::steady_clock::now();
     if (t.pool_->poisoned()) return make_error(Errc::poisoned, t.pool_->poison_reason());
     t.install_background_gc();
+    // The commit allocates with collection off; with C0 holding the changed
+    // blocks, it may be the only allocator, so it collects first if needed.
+    t.collect_if_low();
     PersistStats ps;
     t.merged_count_ = 0;
     t.gc_disabled_ = true;
-    t.work_root_ = t.merge_root(t.work_root_);
+    t.next_dirty_.clear();
+    const Ref committed_root = t.commit_root(t.work_root_);
     t.gc_disabled_ = false;
     ps.merged_from_dram = t.merged_count_;
     // Everything new becomes durable (the dirty list may hold a block twice,
@@ -824,19 +955,21 @@ Result<PersistStats> Octree::persist() {
     Record rec{};
     rec.magic = kRecordMagic;
     rec.generation = gen;
-    rec.root = t.work_root_;
+    rec.root = committed_root;
     rec.chunk_count = t.chunks_.size();
     rec.depth = static_cast<std::uint64_t>(t.depth_);
     rec.checksum = record_checksum(rec);
     t.pool_->memcpy_persist(t.base_ + at, &rec, sizeof rec);
     if (auto r = t.pool_->publish_root(kRecordSlot, at, gen); !r.ok()) return r.error();
     if (t.internal_.publish_before_flush) flush_blocks();
-    t.committed_root_ = t.work_root_;
+    t.committed_root_ = committed_root;
+    t.work_root_ = t.work_next_root_;
     t.committed_gen_ = gen;
     t.committed_chunks_ = t.chunks_.size();
     ++t.work_gen_;
-    t.dirty_.clear();
-    for (auto& [code, g] : t.regions_) g.cold_now = false, g.dram_blocks = 0;
+    t.dirty_.swap(t.next_dirty_);  // the next version's copies of paths to DRAM
+    t.next_dirty_.clear();
+    for (auto& [code, g] : t.regions_) g.cold_now = false;
     // The subtree level of C0 regions follows the tree (seed Eq. 1).
     transform_layout();
     ps.version = gen;
@@ -977,6 +1110,7 @@ struct Ops {
       std::byte* pd = t.data(t.path_[d].block, s);
       if (merge) merge(o, pd, family);
       t.child(t.path_[d].block, s) = 0;
+      t.touch(t.path_[d].block);
       t.free_private(c);
       if (!recursive) fresh.insert(pack(o));
     }
@@ -1166,6 +1300,7 @@ Result<void> Octree::update_leaves(const UpdateFn& fn) {
             if (!fn(o, scratch.data())) continue;
             t.make_writable(d);
             std::memcpy(t.data(t.path_[d].block, s), scratch.data(), t.data_size_);
+            t.touch(t.path_[d].block);
             continue;
           }
           t.validate(c, pack(o));
@@ -1193,6 +1328,7 @@ Result<void> Octree::update_root(const UpdateFn& fn) {
     t.path_[0].slot = 0;
     t.make_writable(0);
     std::memcpy(t.data(t.work_root_, 0), scratch.data(), t.data_size_);
+    t.touch(t.work_root_);
     return {};
   });
 }
@@ -1338,6 +1474,7 @@ Result<Stats> Octree::stats() const {
     st.block_bytes = t.block_bytes_;
     st.committed_version = t.committed_gen_;
     st.merges = t.merges_;
+    st.nvm_store_lines = t.nvm_store_lines_;
     st.gc_runs = t.gc_runs_;
     for (const auto& [c, g] : t.regions_)
       if (g.dram_blocks > 0 || g.hot) ++st.c0_regions;
@@ -1443,6 +1580,7 @@ void Octree::transform_layout() {
       depth - static_cast<int>(std::floor(std::log(budget_blocks) / std::log(static_cast<double>(t.fan_))));
   const int level = std::clamp(lsub, 1, std::max(1, depth));
   if (level != t.region_level_) {
+    t.merge_all();  // the regions' DRAM blocks are counted per region
     t.region_level_ = level;
     t.regions_.clear();
   }
@@ -1502,7 +1640,7 @@ void Octree::transform_layout() {
   if (t.default_hot_) {
     // First choice: the k hottest subtrees.
     t.default_hot_ = false;
-    for (std::size_t i = 0; i < freq.size(); ++i) t.regions_[freq[i].second].hot = i < k && freq[i].first > 0;
+    for (std::size_t i = 0; i < freq.size(); ++i) t.regions_[freq[i].second].hot = i < k;
   } else {
     // Swap while a cold subtree is much hotter than the coldest C0 one.
     for (auto& [f, code] : freq) t.regions_[code].freq = f;
@@ -1512,14 +1650,13 @@ void Octree::transform_layout() {
       for (const auto& [f, code] : freq) {
         const bool h = t.regions_[code].hot;
         if (h && f < hot_min) hot_min = f, hot_code = code;
-        if (!h && f > cold_max) cold_max = f, cold_code = code;
+        if (!h && (cold_code == kNoParent || f > cold_max)) cold_max = f, cold_code = code;
       }
       if (cold_code == kNoParent) break;
       std::size_t hot_count = 0;
       for (const auto& [f, code] : freq) hot_count += t.regions_[code].hot ? 1 : 0;
-      if (hot_count < k) {
-        t.regions_[cold_code].hot = cold_max > 0;
-        if (cold_max == 0) break;
+      if (hot_count < k) {  // room left: the hottest cold subtree joins C0
+        t.regions_[cold_code].hot = true;
         continue;
       }
       if (hot_code == kNoParent || static_cast<double>(cold_max) <= t.t_transform_ * static_cast<double>(hot_min))

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/amr_bench.hpp"
 #include "bench/bench_util.hpp"
 #include "bench/checkpoint_bench.hpp"
 #include "bench/octree_bench.hpp"
@@ -356,6 +357,61 @@ void add_workflow(CLI::App& bench) {
   });
 }
 
+void add_amr(CLI::App& bench) {
+  auto* cmd =
+      bench.add_subcommand("amr",
+                           "Seed 000's experiments on the adaptive interface app (apps/amr): versions (Fig. 3), "
+                           "C0 size (Fig. 10), layout transformation (Fig. 11), restart (5.6)");
+  cmd->footer(
+      "versions: overlap of consecutive versions and memory per 1000 octants. c0: run time against the DRAM budget\n"
+      "of C0 under an emulated NVM profile, with in-core and LMDB out-of-core in the same run. transform: the layout\n"
+      "transformation on and off at --sizes. restart: SIGKILL at --crash-at, time until the restarted run is back.\n"
+      "Exit status: 0 measured, 1 checksums differ between variants, 2 bad option or error.");
+  struct Args {
+    bench::AmrBenchOptions o;
+    std::string experiments, sizes, json;
+    bool quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--experiments", args->experiments, "Comma-separated: versions,c0,transform,restart (default all)");
+  cmd->add_option("--profile", args->o.profile, "Emulated NVM profile of c0 and transform (default pcm-2017)");
+  cmd->add_option("--size", args->o.size, "Finest level of versions, c0 and restart (default 6)")
+      ->check(CLI::Range(3, 10));
+  cmd->add_option("--level-min", args->o.level_min, "Coarsest level (default: the finest minus 2, at least 2)")
+      ->check(CLI::Range(1, 10));
+  cmd->add_option("--sizes", args->sizes, "Finest levels of transform (default 4,5,6,7)");
+  cmd->add_option("--steps", args->o.steps, "Steps per run (default 150)")->check(CLI::Range(1, 100000));
+  cmd->add_option("--crash-at", args->o.crash_at, "restart: the step killed (default 25)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--repeats,-r", args->o.repeats, "Repetitions; medians are reported (default 3)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--dir", args->o.dir, "Directory of the pools (default /dev/shm)");
+  cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
+  cmd->callback([args] {
+    bench::AmrBenchOptions o = args->o;
+    if (!args->experiments.empty()) o.experiments = bench::split_list(args->experiments);
+    for (const auto& e : o.experiments)
+      if (e != "versions" && e != "c0" && e != "transform" && e != "restart")
+        return fail("amr", make_error(Errc::invalid_argument, "--experiments: unknown experiment '" + e +
+                                                                  "' (versions, c0, transform, restart)"));
+    if (!args->sizes.empty()) {
+      o.sizes.clear();
+      for (const auto& s : bench::split_list(args->sizes)) {
+        const int v = std::atoi(s.c_str());
+        if (v < 3 || v > 10) return fail("amr", make_error(Errc::invalid_argument, "--sizes: levels 3 to 10"));
+        o.sizes.push_back(v);
+      }
+    }
+    auto report = bench::run_amr_bench(o, args->quiet ? nullptr : &std::cerr);
+    if (!report.ok()) return fail("amr", report.error());
+    bench::print_amr_report(report.value(), std::cout);
+    if (!args->json.empty())
+      if (auto w = bench::write_amr_json(report.value(), args->json); !w.ok()) return fail("amr", w.error());
+    exit_code() = report.value().checksums_equal ? kExitOk : kExitPartFailed;
+  });
+}
+
 void add_octree(CLI::App& bench) {
   auto* cmd = bench.add_subcommand("octree",
                                    "PM-octree against p4est (p8est) on the same 3D refinement: refine, 2:1 balance, "
@@ -428,6 +484,7 @@ void add_bench_commands(CLI::App& app) {
   add_streams(*bench);
   add_workflow(*bench);
   add_octree(*bench);
+  add_amr(*bench);
   bench::add_checkpoint_command(*bench);
 }
 

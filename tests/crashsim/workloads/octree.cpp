@@ -313,10 +313,11 @@ Params quadtree() {
 }  // namespace
 
 std::vector<Workload> octree_workloads() {
-  Params publish = octree3d(), cow = octree3d(), gc = octree3d();
+  Params publish = octree3d(), cow = octree3d(), gc = octree3d(), twin = octree3d();
   publish.internal.publish_before_flush = true;
   cow.internal.skip_copy_on_write = true;
   gc.internal.gc_ignores_committed = true;
+  twin.internal.stale_twin = true;
   return {
       make("octree",
            "PM-octree (3D, 8-byte payloads): time steps of refine, coarsen, balance, updates and collections, each "
@@ -334,6 +335,9 @@ std::vector<Workload> octree_workloads() {
            "broken: collections mark only from the working version (freed committed blocks are reused before the "
            "commit)",
            gc, 8, true),
+      make("octree.stale_twin",
+           "broken: a C0 block changed after a persist keeps its pool twin, which the next persist commits unchanged",
+           twin, 8, true),
   };
 }
 
