@@ -1,0 +1,998 @@
+/* cairn_gerris.c — a Gerris module: the CairnPersist event persists a whole simulation every step into cairn. */
+/*
+ * A .gfs file loads the module and adds one event (placed first among the
+ * events, right after Time, so that at a persist no other event of that step
+ * has run yet; see "Where in the step" below):
+ *
+ *   GModule cairn                      (installed; or the path of libcairn2D.so / libcairn3D.so)
+ *   1 0 GfsSimulation GfsBox GfsGEdge {} {
+ *     Time { end = 5 }
+ *     CairnPersist { istep = 1 } { dir = /dev/shm/cairn name = shear mode = octree }
+ *     ...
+ *
+ * mode = stream: each persist writes a small binary header (below) and then
+ *   Gerris's own gfs_simulation_write (binary, every variable, every level)
+ *   into the cairn stream pmem:DIR/NAME.pool#sim; closing the FILE* commits
+ *   it with one 8-byte word. Restart reads it back with gfs_simulation_read
+ *   from the same stream: no file is opened.
+ * mode = octree: the cells live in a cairn PM-octree (DIR/NAME.octree): each
+ *   persist refines and coarsens the PM-octree to match Gerris's tree, stores
+ *   every leaf's whole state (all variables, the face temporaries, the solid
+ *   fractions) as its payload, but only where it changed (the update callback
+ *   returns 0 otherwise: seed 000's delta persistence), then persists it. The
+ *   header, the cells that have children and the boundaries' ghost cells go
+ *   into pmem:DIR/NAME.pool#hdr0 or #hdr1 (version parity, below).
+ *
+ * Restart: the same .gfs run with CAIRN_GERRIS_RESUME=1 in the environment
+ * (or `resume = 1` in the event's options). Gerris builds the simulation from
+ * the .gfs as usual; the first time CairnPersist fires (step 0, before any
+ * time step) it replaces the tree, every cell's values, the time, the time
+ * step and the state of every event with the persisted ones, and the loop
+ * continues from the persisted step. Rebuilding inside the running simulation
+ * (instead of running a simulation read from a snapshot, as Gerris's own
+ * restart does) is what makes the restart bit-identical: Gerris's restart
+ * re-runs refinement and adaptation, re-derives event phases and reads the
+ * time as text, so it ends on another mesh (measured: 1030 instead of 1003
+ * cells after 20 steps of the shear case with a binary snapshot).
+ *
+ * Where in the step: Gerris runs every event at the start of a time step, in
+ * the order of the file. CairnPersist records the state of every event as it
+ * is at that moment: those before it have already fired for this step, those
+ * after it not yet; restored, they continue exactly there. Events created or
+ * destroyed by Gerris after step 0 are matched by their position in the list
+ * at step 0 (a destroyed one is destroyed again on restore).
+ *
+ * Order of durability, octree mode: the header of version v+1 is committed to
+ * slot (v+1) % 2 first, then the PM-octree is persisted as v+1. A crash in
+ * between leaves the PM-octree at v, whose header is still intact in slot
+ * v % 2 (the header records the version it belongs to and restore checks it).
+ *
+ * Refused with a message (never a silently different simulation): a pool of
+ * another case (a hash of the simulation as written at step 0, modules
+ * aside), of another dimension, with another variable list or cell layout,
+ * and simulations of more than one GfsBox (MPI or several boxes).
+ *
+ * Testing hook: CAIRN_GERRIS_KILL_AT=N raises SIGKILL at step N just before
+ * that step's persist (the driver of the CI cases uses it). CAIRN_GERRIS_STATS=1
+ * prints persists, bytes and seconds to stderr when the simulation ends.
+ */
+#include <gfs.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cairn/cairn.h"
+
+#define CP_MAGIC "CAIRNGFS"
+#define CP_FORMAT 1u
+#define CP_MODE_STREAM 0u
+#define CP_MODE_OCTREE 1u
+/* Doubles of a GfsSolidVector without its `merged` pointer: s[], a, fv, cm, ca, v. */
+#define CP_SOLID_DOUBLES (FTT_NEIGHBORS + 2 + 3 * 3)
+#define CP_LEAF_DESTROYED 1u
+#define CP_LEAF_MIXED 2u
+
+/* ---- the event object ---- */
+
+typedef struct {
+  GfsEvent parent;
+  gchar* dir;
+  gchar* name;
+  guint mode;
+  gint resume_option;
+
+  gboolean started;    /* the first call (setup or restore) happened */
+  GPtrArray* events;   /* the simulation's events at the first call: their identity by position */
+  guint64 signature;   /* hash of the case at step 0 */
+  cairn_octree* tree;  /* octree mode */
+  guint state_doubles; /* doubles of a cell's state vector (faces + variables) */
+  guint payload_size;  /* octree payload bytes */
+
+  guint64 persists, bytes, cells_written;
+  double seconds;
+} CairnPersist;
+
+static GfsEventClass* cairn_persist_class(void);
+#define CAIRN_PERSIST(obj) GTS_OBJECT_CAST(obj, CairnPersist, cairn_persist_class())
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* Gerris-side fatal error: the message, then exit (a restart must never go on
+ * with a state it could not rebuild exactly). */
+static void cp_fail(const CairnPersist* p, const char* fmt, ...) G_GNUC_PRINTF(2, 3);
+static void cp_fail(const CairnPersist* p, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  gchar* msg = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "CairnPersist (%s/%s): %s\n", p->dir, p->name, msg);
+  g_free(msg);
+  exit(1);
+}
+
+static gchar* stream_uri(const CairnPersist* p, const char* what) {
+  return g_strdup_printf("pmem:%s/%s.pool#%s", p->dir, p->name, what);
+}
+
+static gchar* octree_path(const CairnPersist* p) { return g_strdup_printf("%s/%s.octree", p->dir, p->name); }
+
+/* ---- the single box ---- */
+
+static gint count_box(gpointer box, gpointer data) {
+  GfsBox** b = data;
+  if (b[0] == NULL)
+    b[0] = box;
+  else
+    b[1] = box;
+  return 0;
+}
+
+static GfsBox* single_box(CairnPersist* p, GfsSimulation* sim) {
+  GfsBox* b[2] = {NULL, NULL};
+  gts_container_foreach(GTS_CONTAINER(sim), count_box, b);
+  if (b[0] == NULL || b[1] != NULL || GFS_DOMAIN(sim)->pid >= 0)
+    cp_fail(p, "only a serial simulation of a single GfsBox is supported (this one has %u boxes%s)",
+            gts_container_size(GTS_CONTAINER(sim)), GFS_DOMAIN(sim)->pid >= 0 ? ", in parallel" : "");
+  return b[0];
+}
+
+static FttCell* single_root(CairnPersist* p, GfsSimulation* sim) { return single_box(p, sim)->root; }
+
+/* ---- the header: case identity, variables, time, event states ---- */
+
+typedef struct {
+  gdouble t, start, end, step;
+  guint32 index, i, istart, iend, istep, n, end_event, realised, redo, adapt_active;
+} EventState;
+
+typedef struct {
+  char magic[8];
+  guint32 format, dims, mode, state_doubles;
+  guint64 signature, octree_version;
+  GfsTime time;
+  gdouble dt, tnext;
+  GfsAdaptStats adapts_stats;
+  guint32 nvars, nevents;
+} Header;
+
+static guint64 fnv1a(guint64 h, const void* data, size_t n) {
+  const unsigned char* c = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
+  return h;
+}
+
+/* The case: the simulation as Gerris writes it at step 0, without cells and
+ * without GModule lines (the module's path may differ between runs). */
+static guint64 case_signature(GfsSimulation* sim) {
+  char* text = NULL;
+  size_t len = 0;
+  FILE* f = open_memstream(&text, &len);
+  gfs_simulation_write(sim, -2, f);
+  fclose(f);
+  guint64 h = 1469598103934665603ull;
+  gchar** lines = g_strsplit(text, "\n", -1);
+  for (gchar** l = lines; *l; l++)
+    if (!strstr(*l, "GModule ")) h = fnv1a(h, *l, strlen(*l) + 1);
+  g_strfreev(lines);
+  free(text);
+  return h;
+}
+
+static gchar* variable_names(GfsDomain* domain) {
+  GString* s = g_string_new("");
+  for (GSList* i = domain->variables; i; i = i->next) {
+    GfsVariable* v = i->data;
+    g_string_append_printf(s, "%s%s", s->len ? "," : "", v->name ? v->name : "(temporary)");
+  }
+  return g_string_free(s, FALSE);
+}
+
+static int event_index(CairnPersist* p, gpointer e) {
+  for (guint k = 0; k < p->events->len; k++)
+    if (g_ptr_array_index(p->events, k) == e) return (int)k;
+  return -1;
+}
+
+static void write_header(CairnPersist* p, GfsSimulation* sim, FILE* f, guint64 octree_version) {
+  GfsDomain* domain = GFS_DOMAIN(sim);
+  Header h;
+  memset(&h, 0, sizeof h);
+  memcpy(h.magic, CP_MAGIC, 8);
+  h.format = CP_FORMAT;
+  h.dims = FTT_DIMENSION;
+  h.mode = p->mode;
+  h.state_doubles = p->state_doubles;
+  h.signature = p->signature;
+  h.octree_version = octree_version;
+  h.time = sim->time;
+  h.dt = sim->advection_params.dt;
+  h.tnext = sim->tnext;
+  h.adapts_stats = sim->adapts_stats;
+  h.nvars = g_slist_length(domain->variables);
+  h.nevents = g_slist_length(sim->events->items);
+  fwrite(&h, sizeof h, 1, f);
+  gchar* names = variable_names(domain);
+  guint32 len = strlen(names);
+  fwrite(&len, sizeof len, 1, f);
+  fwrite(names, 1, len, f);
+  g_free(names);
+  for (GSList* i = sim->events->items; i; i = i->next) {
+    GfsEvent* e = i->data;
+    int index = event_index(p, e);
+    if (index < 0)
+      cp_fail(p, "event %s was created after step 0: cannot persist its state", GTS_OBJECT(e)->klass->info.name);
+    EventState s = {
+        e->t,    e->start, e->end, e->step,      (guint32)index, e->i,    e->istart,
+        e->iend, e->istep, e->n,   e->end_event, e->realised,    e->redo, GFS_IS_ADAPT(e) ? GFS_ADAPT(e)->active : 0};
+    fwrite(&s, sizeof s, 1, f);
+  }
+}
+
+/* Reads and checks a header; returns the event states (nevents of them). */
+static EventState* read_header(CairnPersist* p, GfsSimulation* sim, FILE* f, Header* h) {
+  if (fread(h, sizeof *h, 1, f) != 1 || memcmp(h->magic, CP_MAGIC, 8) != 0)
+    cp_fail(p, "the persisted state is not a CairnPersist header (another program's pool?)");
+  if (h->format != CP_FORMAT) cp_fail(p, "persisted with format %u, this module reads %u", h->format, CP_FORMAT);
+  if (h->dims != FTT_DIMENSION)
+    cp_fail(p, "the pool holds a %uD simulation; this is gerris%dD", h->dims, FTT_DIMENSION);
+  if (h->mode != p->mode)
+    cp_fail(p, "the pool was written in mode %s, the event asks for mode %s", h->mode ? "octree" : "stream",
+            p->mode ? "octree" : "stream");
+  guint32 len = 0;
+  if (fread(&len, sizeof len, 1, f) != 1 || len > (1u << 20)) cp_fail(p, "truncated header");
+  gchar* names = g_malloc0(len + 1);
+  if (fread(names, 1, len, f) != len) cp_fail(p, "truncated header");
+  gchar* ours = variable_names(GFS_DOMAIN(sim));
+  if (strcmp(names, ours) != 0 || h->state_doubles != p->state_doubles)
+    cp_fail(p, "the variable list changed: the pool has %s (%u doubles per cell), this simulation %s (%u)", names,
+            h->state_doubles, ours, p->state_doubles);
+  g_free(names);
+  g_free(ours);
+  if (h->signature != p->signature)
+    cp_fail(p,
+            "the pool was written by another case (its .gfs differs from this one: signature %016llx, this "
+            "case %016llx); remove %s/%s.* to start afresh",
+            (unsigned long long)h->signature, (unsigned long long)p->signature, p->dir, p->name);
+  EventState* s = g_new0(EventState, h->nevents + 1);
+  if (fread(s, sizeof *s, h->nevents, f) != h->nevents) cp_fail(p, "truncated header (event states)");
+  return s;
+}
+
+/* Sets time, time step and every event's state; ends the events that had
+ * ended (Gerris destroyed them) by the persisted step. */
+static void apply_header(CairnPersist* p, GfsSimulation* sim, const Header* h, const EventState* s) {
+  gboolean* alive = g_new0(gboolean, p->events->len);
+  for (guint k = 0; k < h->nevents; k++) {
+    if (s[k].index >= p->events->len) cp_fail(p, "event %u of the pool does not exist in this case", s[k].index);
+    alive[s[k].index] = TRUE;
+    GfsEvent* e = g_ptr_array_index(p->events, s[k].index);
+    e->t = s[k].t;
+    e->start = s[k].start;
+    e->end = s[k].end;
+    e->step = s[k].step;
+    e->i = s[k].i;
+    e->istart = s[k].istart;
+    e->iend = s[k].iend;
+    e->istep = s[k].istep;
+    e->n = s[k].n;
+    e->end_event = s[k].end_event;
+    e->realised = s[k].realised;
+    e->redo = s[k].redo;
+    if (GFS_IS_ADAPT(e)) GFS_ADAPT(e)->active = s[k].adapt_active;
+  }
+  /* An event gone by the persisted step is not destroyed here (this runs
+   * inside Gerris's loop over the events, which must not lose the element it
+   * goes to next): made past its end, it destroys itself when next called,
+   * as Gerris's own events do. */
+  for (guint k = 0; k < p->events->len; k++)
+    if (!alive[k]) {
+      GfsEvent* e = g_ptr_array_index(p->events, k);
+      if (g_slist_find(sim->events->items, e)) {
+        e->redo = FALSE; /* an init event re-done by the start-up adaptation would fire once more */
+        e->i = e->iend = 0;
+      }
+    }
+  g_free(alive);
+  sim->time = h->time;
+  sim->advection_params.dt = h->dt;
+  sim->tnext = h->tnext;
+  sim->adapts_stats = h->adapts_stats;
+}
+
+/* ---- a cell's state as flat doubles ---- */
+
+/* The state vector: face temporaries f[] then the variable slots from
+ * place_holder on, named and temporary alike, as many as existed at step 0
+ * (what a restore, which runs at step 0, finds in every cell). */
+static void state_get(const FttCell* cell, gdouble* out, guint n) {
+  GfsStateVector* s = GFS_STATE(cell);
+  guint nf = 2 * FTT_NEIGHBORS;
+  for (guint d = 0; d < FTT_NEIGHBORS; d++) {
+    out[2 * d] = s->f[d].un;
+    out[2 * d + 1] = s->f[d].v;
+  }
+  memcpy(out + nf, &s->place_holder, (n - nf) * sizeof(gdouble));
+}
+
+static void state_set(FttCell* cell, const gdouble* in, guint n) {
+  GfsStateVector* s = GFS_STATE(cell);
+  guint nf = 2 * FTT_NEIGHBORS;
+  for (guint d = 0; d < FTT_NEIGHBORS; d++) {
+    s->f[d].un = in[2 * d];
+    s->f[d].v = in[2 * d + 1];
+  }
+  memcpy(&s->place_holder, in + nf, (n - nf) * sizeof(gdouble));
+}
+
+static void solid_get(const GfsSolidVector* v, gdouble* out) {
+  memcpy(out, v->s, FTT_NEIGHBORS * sizeof(gdouble));
+  out[FTT_NEIGHBORS] = v->a;
+  out[FTT_NEIGHBORS + 1] = v->fv;
+  memcpy(out + FTT_NEIGHBORS + 2, &v->cm, 3 * sizeof(gdouble));
+  memcpy(out + FTT_NEIGHBORS + 5, &v->ca, 3 * sizeof(gdouble));
+  memcpy(out + FTT_NEIGHBORS + 8, &v->v, 3 * sizeof(gdouble));
+}
+
+static void solid_set(GfsSolidVector* v, const gdouble* in) {
+  memcpy(v->s, in, FTT_NEIGHBORS * sizeof(gdouble));
+  v->a = in[FTT_NEIGHBORS];
+  v->fv = in[FTT_NEIGHBORS + 1];
+  memcpy(&v->cm, in + FTT_NEIGHBORS + 2, 3 * sizeof(gdouble));
+  memcpy(&v->ca, in + FTT_NEIGHBORS + 5, 3 * sizeof(gdouble));
+  memcpy(&v->v, in + FTT_NEIGHBORS + 8, 3 * sizeof(gdouble));
+}
+
+/* Octree payload: {kind, cell flags above FTT's own, solid doubles, state doubles}. */
+typedef struct {
+  guint32 kind;
+  guint32 flags;
+} PayloadHead;
+
+static void payload_from_cell(const CairnPersist* p, const FttCell* cell, void* out) {
+  memset(out, 0, p->payload_size);
+  PayloadHead* h = out;
+  gdouble* solid = (gdouble*)(h + 1);
+  if (cell == NULL || FTT_CELL_IS_DESTROYED(cell)) {
+    h->kind = CP_LEAF_DESTROYED;
+    return;
+  }
+  h->flags = cell->flags & ~((1u << FTT_FLAG_USER) - 1);
+  if (GFS_IS_MIXED(cell)) {
+    h->kind = CP_LEAF_MIXED;
+    solid_get(GFS_STATE(cell)->solid, solid);
+  }
+  state_get(cell, solid + CP_SOLID_DOUBLES, p->state_doubles);
+}
+
+static void payload_to_cell(const CairnPersist* p, const void* in, FttCell* cell) {
+  const PayloadHead* h = in;
+  const gdouble* solid = (const gdouble*)(h + 1);
+  cell->flags = (cell->flags & ((1u << FTT_FLAG_USER) - 1)) | h->flags;
+  GfsStateVector* s = GFS_STATE(cell);
+  if (h->kind & CP_LEAF_MIXED) {
+    if (s->solid == NULL) s->solid = g_malloc0(sizeof(GfsSolidVector));
+    solid_set(s->solid, solid);
+  } else if (s->solid) {
+    g_free(s->solid);
+    s->solid = NULL;
+  }
+  state_set(cell, solid + CP_SOLID_DOUBLES, p->state_doubles);
+}
+
+/* ---- a tree independent of Gerris and cairn: what restore rebuilds from ---- */
+
+typedef struct Node {
+  struct Node* child[FTT_CELLS]; /* all NULL: a leaf */
+  void* payload;                 /* leaves (octree mode) */
+  FttCell* cell;                 /* stream mode: the cell of the simulation read back */
+  gboolean destroyed;
+} Node;
+
+static void node_free(Node* n) {
+  if (!n) return;
+  for (int c = 0; c < FTT_CELLS; c++) node_free(n->child[c]);
+  g_free(n->payload);
+  g_free(n);
+}
+
+static gboolean node_is_leaf(const Node* n) {
+  for (int c = 0; c < FTT_CELLS; c++)
+    if (n->child[c]) return FALSE;
+  return TRUE;
+}
+
+/* The Gerris child of a cell at an octant's coordinates. Gerris numbers
+ * children with bit 0 for +x, bit 1 for -y and bit 2 for -z (ftt.c's coords
+ * table); cairn's octants carry plain coordinates, x, y, z increasing. */
+static int child_index_at(guint32 x, guint32 y, guint32 z, int level) {
+  int shift = CAIRN_OCTREE_MAX_LEVEL - level;
+  int k = (int)((x >> shift) & 1u) | (int)((((y >> shift) & 1u) ^ 1u) << 1);
+#if !FTT_2D
+  k |= (int)((((z >> shift) & 1u) ^ 1u) << 2);
+#else
+  (void)z;
+#endif
+  return k;
+}
+
+static gboolean always(FttCell* cell, gpointer data) {
+  (void)cell;
+  (void)data;
+  return TRUE;
+}
+
+/* Makes the Gerris tree under `cell` match `n`: coarsen first (post-order, so
+ * the finest go first and ftt_cell_coarsen keeps 2:1 by coarsening
+ * neighbours), refine while copying (pre-order, ftt_cell_refine_single
+ * refines neighbours 2:1 as the source tree, itself graded, also has them). */
+static void coarsen_to(GfsDomain* domain, FttCell* cell, const Node* n) {
+  if (FTT_CELL_IS_LEAF(cell) || FTT_CELL_IS_DESTROYED(cell)) return;
+  if (n == NULL || node_is_leaf(n)) {
+    ftt_cell_coarsen(cell, (FttCellCoarsenFunc)always, NULL, (FttCellCleanupFunc)gfs_cell_cleanup, domain);
+    return;
+  }
+  FttCellChildren ch;
+  ftt_cell_children(cell, &ch);
+  for (int c = 0; c < FTT_CELLS; c++)
+    if (ch.c[c]) coarsen_to(domain, ch.c[c], n->child[c]);
+}
+
+typedef void (*CopyFn)(CairnPersist* p, const Node* n, FttCell* cell, gpointer data);
+
+static void refine_to(CairnPersist* p, GfsDomain* domain, FttCell* cell, const Node* n, CopyFn copy, gpointer data) {
+  if (n->destroyed) {
+    if (!FTT_CELL_IS_DESTROYED(cell)) ftt_cell_destroy(cell, (FttCellCleanupFunc)gfs_cell_cleanup, domain);
+    return;
+  }
+  if (FTT_CELL_IS_DESTROYED(cell)) cp_fail(p, "a cell of the pool lies inside this case's solid");
+  if (!node_is_leaf(n)) {
+    if (FTT_CELL_IS_LEAF(cell)) ftt_cell_refine_single(cell, domain->cell_init, domain->cell_init_data);
+    FttCellChildren ch;
+    ftt_cell_children(cell, &ch);
+    for (int c = 0; c < FTT_CELLS; c++) {
+      FttCell* child = &cell->children->cell[c];
+      (void)ch;
+      if (n->child[c]) refine_to(p, domain, child, n->child[c], copy, data);
+    }
+  } else if (!FTT_CELL_IS_LEAF(cell)) {
+    ftt_cell_coarsen(cell, (FttCellCoarsenFunc)always, NULL, (FttCellCleanupFunc)gfs_cell_cleanup, domain);
+  }
+  copy(p, n, cell, data);
+}
+
+/* No boundary condition and no restriction afterwards: the caller then
+ * writes every cell, interior and ghost cells included, exactly as persisted
+ * (a bc would rewrite face values of leaves next to a boundary). */
+static void rebuild(CairnPersist* p, GfsSimulation* sim, const Node* root, CopyFn copy, gpointer data) {
+  GfsDomain* domain = GFS_DOMAIN(sim);
+  FttCell* cell = single_root(p, sim);
+  coarsen_to(domain, cell, root);
+  refine_to(p, domain, cell, root, copy, data);
+  /* what gfs_domain_reshape does after an adaptation, without its grading
+   * (the rebuilt tree is graded as it was) */
+  gfs_domain_match(domain);
+  gfs_set_merged(domain);
+  for (GSList* i = domain->projections; i; i = i->next) gfs_domain_projection_reshape(i->data);
+}
+
+/* ---- octree mode ---- */
+
+static void extra_cells(CairnPersist* p, GfsSimulation* sim, void (*fn)(FttCell*, gpointer), gpointer data);
+static void count_cell(FttCell* cell, gpointer data);
+static void write_cell(FttCell* cell, gpointer data);
+static void read_cell(FttCell* cell, gpointer data);
+typedef struct {
+  CairnPersist* p;
+  FILE* f;
+  char* buf;
+} CellIO;
+
+typedef struct {
+  CairnPersist* p;
+  FttCell* root;
+  void* scratch;
+  guint64 written;
+} Mirror;
+
+/* The Gerris cell at an octant: descend by the octant's coordinates; NULL if
+ * Gerris's tree is coarser there. */
+static FttCell* cell_at(FttCell* root, const cairn_octant* o) {
+  FttCell* cell = root;
+  for (int l = 1; l <= o->level; l++) {
+    if (cell == NULL || FTT_CELL_IS_LEAF(cell) || FTT_CELL_IS_DESTROYED(cell)) return NULL;
+    cell = &cell->children->cell[child_index_at(o->x, o->y, o->z, l)];
+  }
+  return cell;
+}
+
+static int mirror_refine(const cairn_octant* o, const void* data, void* user) {
+  (void)data;
+  Mirror* m = user;
+  FttCell* cell = cell_at(m->root, o);
+  return cell && !FTT_CELL_IS_DESTROYED(cell) && !FTT_CELL_IS_LEAF(cell);
+}
+
+static void mirror_init(const cairn_octant* o, void* data, const void* parent, void* user) {
+  (void)o;
+  (void)parent;
+  Mirror* m = user;
+  memset(data, 0, m->p->payload_size); /* kind 0 and zeros never equal a real cell: update writes it */
+  ((PayloadHead*)data)->kind = 0xffffffffu;
+}
+
+static int mirror_coarsen(const cairn_octant* parent, const void* const* children, void* user) {
+  (void)children;
+  Mirror* m = user;
+  FttCell* cell = cell_at(m->root, parent);
+  return cell == NULL || FTT_CELL_IS_DESTROYED(cell) || FTT_CELL_IS_LEAF(cell);
+}
+
+static void mirror_merge(const cairn_octant* parent, void* data, const void* const* children, void* user) {
+  mirror_init(parent, data, children[0], user);
+}
+
+static int mirror_update(const cairn_octant* o, void* data, void* user) {
+  Mirror* m = user;
+  payload_from_cell(m->p, cell_at(m->root, o), m->scratch);
+  if (memcmp(m->scratch, data, m->p->payload_size) == 0) return 0;
+  memcpy(data, m->scratch, m->p->payload_size);
+  m->written++;
+  return 1;
+}
+
+static void octree_check(CairnPersist* p, int rc, const char* what) {
+  if (rc != 0) cp_fail(p, "%s failed: %s", what, cairn_errormsg());
+}
+
+static guint64 persist_octree(CairnPersist* p, GfsSimulation* sim) {
+  Mirror m = {p, single_root(p, sim), g_malloc(p->payload_size), 0};
+  octree_check(p, cairn_octree_refine(p->tree, 1, CAIRN_OCTREE_MAX_LEVEL, mirror_refine, mirror_init, &m),
+               "cairn_octree_refine");
+  octree_check(p, cairn_octree_coarsen(p->tree, 1, mirror_coarsen, mirror_merge, &m), "cairn_octree_coarsen");
+  octree_check(p, cairn_octree_update_leaves(p->tree, mirror_update, &m), "cairn_octree_update_leaves");
+  g_free(m.scratch);
+  guint64 next = cairn_octree_version(p->tree) + 1;
+  gchar* uri = stream_uri(p, next % 2 ? "hdr1" : "hdr0");
+  FILE* f = cairn_stream_open(uri, "w", 0);
+  if (f == NULL) cp_fail(p, "cannot open %s: %s", uri, cairn_errormsg());
+  write_header(p, sim, f, next);
+  guint64 ghosts = 0;
+  extra_cells(p, sim, count_cell, &ghosts);
+  fwrite(&ghosts, sizeof ghosts, 1, f);
+  CellIO cio = {p, f, g_malloc(p->payload_size)};
+  extra_cells(p, sim, write_cell, &cio);
+  g_free(cio.buf);
+  long header_bytes = ftell(f);
+  if (fclose(f) != 0) cp_fail(p, "cannot commit %s: %s", uri, cairn_stream_errormsg());
+  g_free(uri);
+  uint64_t version = 0;
+  octree_check(p, cairn_octree_persist(p->tree, &version), "cairn_octree_persist");
+  if (version != next)
+    cp_fail(p, "PM-octree persisted as version %llu, expected %llu", (unsigned long long)version,
+            (unsigned long long)next);
+  p->cells_written += m.written;
+  return (guint64)header_bytes + m.written * p->payload_size;
+}
+
+typedef struct {
+  CairnPersist* p;
+  Node* root;
+} Collect;
+
+static void collect_leaf(const cairn_octant* o, const void* data, void* user) {
+  Collect* c = user;
+  Node* n = c->root;
+  for (int l = 1; l <= o->level; l++) {
+    int k = child_index_at(o->x, o->y, o->z, l);
+    if (n->child[k] == NULL) {
+      for (int s = 0; s < FTT_CELLS; s++) n->child[s] = g_new0(Node, 1);
+    }
+    n = n->child[k];
+  }
+  n->payload = g_memdup2(data, c->p->payload_size);
+  n->destroyed = ((const PayloadHead*)data)->kind == CP_LEAF_DESTROYED;
+}
+
+static void copy_payload(CairnPersist* p, const Node* n, FttCell* cell, gpointer data) {
+  (void)data;
+  if (n->payload) payload_to_cell(p, n->payload, cell);
+}
+
+static void restore_octree(CairnPersist* p, GfsSimulation* sim) {
+  gchar* path = octree_path(p);
+  cairn_octree_options o;
+  cairn_octree_options_init(&o);
+  o.dims = FTT_DIMENSION;
+  o.data_size = p->payload_size;
+  int rc = cairn_octree_restore(path, &o, &p->tree);
+  if (rc == CAIRN_E_LAYOUT_MISMATCH) {
+    /* another payload size or dimension: the header says which */
+    for (int slot = 0; slot < 2; slot++) {
+      gchar* uri = stream_uri(p, slot ? "hdr1" : "hdr0");
+      FILE* f = cairn_stream_open(uri, "r", 0);
+      g_free(uri);
+      if (f == NULL) continue;
+      Header h;
+      g_free(read_header(p, sim, f, &h));
+      fclose(f);
+    }
+    cp_fail(p, "%s holds another dimension or cell layout (%s)", path, cairn_errormsg());
+  }
+  if (rc != 0) cp_fail(p, "cannot resume from %s: %s", path, cairn_errormsg());
+  guint64 version = cairn_octree_version(p->tree);
+  gchar* uri = stream_uri(p, version % 2 ? "hdr1" : "hdr0");
+  FILE* f = cairn_stream_open(uri, "r", 0);
+  if (f == NULL) cp_fail(p, "cannot read %s: %s", uri, cairn_errormsg());
+  Header h;
+  EventState* s = read_header(p, sim, f, &h);
+  guint64 ghosts = 0;
+  if (fread(&ghosts, sizeof ghosts, 1, f) != 1 || ghosts > (1ull << 32)) cp_fail(p, "%s: truncated", uri);
+  char* ghost_data = g_malloc(ghosts * p->payload_size + 1);
+  if (fread(ghost_data, p->payload_size, ghosts, f) != ghosts) cp_fail(p, "%s: truncated", uri);
+  fclose(f);
+  if (h.octree_version != version)
+    cp_fail(p, "%s belongs to version %llu, the PM-octree is at %llu", uri, (unsigned long long)h.octree_version,
+            (unsigned long long)version);
+  g_free(uri);
+  g_free(path);
+
+  Collect c = {p, g_new0(Node, 1)};
+  octree_check(p, cairn_octree_visit_leaves(p->tree, collect_leaf, &c), "cairn_octree_visit_leaves");
+  rebuild(p, sim, c.root, copy_payload, NULL);
+  node_free(c.root);
+  guint64 rebuilt = 0;
+  extra_cells(p, sim, count_cell, &rebuilt);
+  if (rebuilt != ghosts)
+    cp_fail(p, "rebuilt %llu interior and ghost cells, the header holds %llu", (unsigned long long)rebuilt,
+            (unsigned long long)ghosts);
+  CellIO gio = {p, NULL, ghost_data};
+  extra_cells(p, sim, read_cell, &gio);
+  g_free(ghost_data);
+  apply_header(p, sim, &h, s);
+  g_free(s);
+}
+
+static void create_octree(CairnPersist* p) {
+  gchar* path = octree_path(p);
+  cairn_octree_remove(path);
+  cairn_octree_options o;
+  cairn_octree_options_init(&o);
+  o.dims = FTT_DIMENSION;
+  o.data_size = p->payload_size;
+  const char* size = getenv("CAIRN_GERRIS_POOL_SIZE");
+  if (size) o.pool_size = g_ascii_strtoull(size, NULL, 10);
+  if (cairn_octree_create(path, &o, &p->tree) != 0) cp_fail(p, "cannot create %s: %s", path, cairn_errormsg());
+  g_free(path);
+}
+
+/* ---- stream mode ---- */
+
+/* What Gerris's writer leaves out, for a bit-identical restart: the face
+ * temporaries, the unnamed variable slots and the solid vector's fv and v.
+ * Written before Gerris's text (a GtsFile reads ahead, so nothing can follow
+ * it): a count, then every live cell's whole state, pre-order. */
+static void preorder(FttCell* cell, void (*fn)(FttCell*, gpointer), gpointer data) {
+  if (FTT_CELL_IS_DESTROYED(cell)) return;
+  fn(cell, data);
+  if (!FTT_CELL_IS_LEAF(cell))
+    for (int c = 0; c < FTT_CELLS; c++) preorder(&cell->children->cell[c], fn, data);
+}
+
+/* The ghost cells of the box's boundaries (GfsBoundary objects: an inflow,
+ * an outflow), pre-order. Gerris keeps values there between steps that the
+ * boundary conditions applied at a restore would not reproduce (measured:
+ * another time step one step after a restore of the solid3D case). */
+static void ghost_cells(CairnPersist* p, GfsSimulation* sim, void (*fn)(FttCell*, gpointer), gpointer data) {
+  GfsBox* box = single_box(p, sim);
+  for (int d = 0; d < FTT_NEIGHBORS; d++)
+    if (box->neighbor[d] && GFS_IS_BOUNDARY(box->neighbor[d]) && GFS_BOUNDARY(box->neighbor[d])->root)
+      preorder(GFS_BOUNDARY(box->neighbor[d])->root, fn, data);
+}
+
+static void interior_preorder(FttCell* cell, void (*fn)(FttCell*, gpointer), gpointer data) {
+  if (FTT_CELL_IS_DESTROYED(cell) || FTT_CELL_IS_LEAF(cell)) return;
+  fn(cell, data);
+  for (int c = 0; c < FTT_CELLS; c++) interior_preorder(&cell->children->cell[c], fn, data);
+}
+
+/* The cells of the box that have children, then the ghost cells: what the
+ * octree mode keeps beside the PM-octree's leaves, in the header stream. */
+static void extra_cells(CairnPersist* p, GfsSimulation* sim, void (*fn)(FttCell*, gpointer), gpointer data) {
+  interior_preorder(single_root(p, sim), fn, data);
+  ghost_cells(p, sim, fn, data);
+}
+
+/* Every cell of the box, then the ghost cells. */
+static void all_cells(CairnPersist* p, GfsSimulation* sim, void (*fn)(FttCell*, gpointer), gpointer data) {
+  preorder(single_root(p, sim), fn, data);
+  ghost_cells(p, sim, fn, data);
+}
+
+static void count_cell(FttCell* cell, gpointer data) {
+  (void)cell;
+  (*(guint64*)data)++;
+}
+
+static void write_cell(FttCell* cell, gpointer data) {
+  CellIO* io = data;
+  payload_from_cell(io->p, cell, io->buf);
+  fwrite(io->buf, io->p->payload_size, 1, io->f);
+}
+
+static void read_cell(FttCell* cell, gpointer data) {
+  CellIO* io = data;
+  payload_to_cell(io->p, io->buf, cell);
+  io->buf += io->p->payload_size;
+}
+
+static guint64 persist_stream(CairnPersist* p, GfsSimulation* sim) {
+  GfsDomain* domain = GFS_DOMAIN(sim);
+  gchar* uri = stream_uri(p, "sim");
+  FILE* f = cairn_stream_open(uri, "w", 0);
+  if (f == NULL) cp_fail(p, "cannot open %s: %s", uri, cairn_errormsg());
+  write_header(p, sim, f, 0);
+  guint64 cells = 0;
+  all_cells(p, sim, count_cell, &cells);
+  fwrite(&cells, sizeof cells, 1, f);
+  CellIO cio = {p, f, g_malloc(p->payload_size)};
+  all_cells(p, sim, write_cell, &cio);
+  g_free(cio.buf);
+  /* Gerris's own writer, binary, every named variable, every level */
+  GSList* io = domain->variables_io;
+  gboolean binary = domain->binary;
+  domain->variables_io = NULL;
+  for (GSList* i = domain->variables; i; i = i->next)
+    if (GFS_VARIABLE(i->data)->name) domain->variables_io = g_slist_append(domain->variables_io, i->data);
+  domain->binary = TRUE;
+  gfs_simulation_write(sim, -1, f);
+  g_slist_free(domain->variables_io);
+  domain->variables_io = io;
+  domain->binary = binary;
+  long bytes = ftell(f);
+  if (fclose(f) != 0) cp_fail(p, "cannot commit %s: %s", uri, cairn_stream_errormsg());
+  g_free(uri);
+  return (guint64)bytes;
+}
+
+static Node* node_from_cell(FttCell* cell) {
+  Node* n = g_new0(Node, 1);
+  n->cell = cell;
+  n->destroyed = FTT_CELL_IS_DESTROYED(cell);
+  if (!n->destroyed && !FTT_CELL_IS_LEAF(cell))
+    for (int c = 0; c < FTT_CELLS; c++) n->child[c] = node_from_cell(&cell->children->cell[c]);
+  return n;
+}
+
+typedef struct {
+  GSList *from, *to; /* matching variables, by name */
+} VarMap;
+
+static void copy_values(CairnPersist* p, const Node* n, FttCell* cell, gpointer data) {
+  (void)p;
+  VarMap* m = data;
+  const FttCell* src = n->cell;
+  cell->flags = (cell->flags & ((1u << FTT_FLAG_USER) - 1)) | (src->flags & ~((1u << FTT_FLAG_USER) - 1));
+  GfsStateVector* s = GFS_STATE(cell);
+  if (GFS_IS_MIXED(src)) {
+    if (s->solid == NULL) s->solid = g_malloc0(sizeof(GfsSolidVector));
+    gdouble tmp[CP_SOLID_DOUBLES];
+    solid_get(GFS_STATE(src)->solid, tmp);
+    solid_set(s->solid, tmp);
+  } else if (s->solid) {
+    g_free(s->solid);
+    s->solid = NULL;
+  }
+  for (GSList *i = m->from, *j = m->to; i; i = i->next, j = j->next)
+    GFS_VALUE(cell, GFS_VARIABLE(j->data)) = GFS_VALUE(src, GFS_VARIABLE(i->data));
+}
+
+static void restore_stream(CairnPersist* p, GfsSimulation* sim) {
+  gchar* uri = stream_uri(p, "sim");
+  FILE* f = cairn_stream_open(uri, "r", 0);
+  if (f == NULL) cp_fail(p, "cannot resume from %s: %s", uri, cairn_errormsg());
+  Header h;
+  EventState* s = read_header(p, sim, f, &h);
+  guint64 cells = 0;
+  if (fread(&cells, sizeof cells, 1, f) != 1 || cells > (1ull << 40)) cp_fail(p, "%s: truncated", uri);
+  char* supplement = g_malloc(cells * p->payload_size);
+  if (fread(supplement, p->payload_size, cells, f) != cells) cp_fail(p, "%s: truncated", uri);
+  /* Gerris's own reader, on the rest of the stream */
+  GtsFile* fp = gts_file_new(f);
+  GfsSimulation* snap = gfs_simulation_read(fp);
+  if (snap == NULL) cp_fail(p, "%s: line %d: %s", uri, fp->line, fp->error);
+  gts_file_destroy(fp);
+  fclose(f);
+  g_free(uri);
+
+  VarMap m = {NULL, NULL};
+  for (GSList* i = GFS_DOMAIN(snap)->variables; i; i = i->next) {
+    GfsVariable* v = i->data;
+    GfsVariable* w = v->name ? gfs_variable_from_name(GFS_DOMAIN(sim)->variables, v->name) : NULL;
+    if (w) {
+      m.from = g_slist_append(m.from, v);
+      m.to = g_slist_append(m.to, w);
+    }
+  }
+  Node* root = node_from_cell(single_root(p, snap));
+  rebuild(p, sim, root, copy_values, &m);
+  node_free(root);
+  guint64 rebuilt = 0;
+  all_cells(p, sim, count_cell, &rebuilt);
+  if (rebuilt != cells)
+    cp_fail(p, "rebuilt %llu cells, the stream holds %llu", (unsigned long long)rebuilt, (unsigned long long)cells);
+  CellIO io = {p, NULL, supplement};
+  all_cells(p, sim, read_cell, &io);
+  g_free(supplement);
+  g_slist_free(m.from);
+  g_slist_free(m.to);
+  gts_object_destroy(GTS_OBJECT(snap));
+  apply_header(p, sim, &h, s);
+  g_free(s);
+}
+
+/* ---- the event ---- */
+
+static gboolean resume_requested(const CairnPersist* p) {
+  const char* e = getenv("CAIRN_GERRIS_RESUME");
+  return p->resume_option > 0 || (e && strcmp(e, "0") != 0 && e[0] != '\0');
+}
+
+static void start(CairnPersist* p, GfsSimulation* sim) {
+  GfsDomain* domain = GFS_DOMAIN(sim);
+  single_root(p, sim);
+  p->started = TRUE;
+  p->events = g_ptr_array_new();
+  for (GSList* i = sim->events->items; i; i = i->next) g_ptr_array_add(p->events, i->data);
+  p->signature = case_signature(sim);
+  p->state_doubles =
+      2 * FTT_NEIGHBORS +
+      (gfs_domain_variables_size(domain) - G_STRUCT_OFFSET(GfsStateVector, place_holder)) / sizeof(gdouble);
+  p->payload_size = sizeof(PayloadHead) + (CP_SOLID_DOUBLES + p->state_doubles) * sizeof(gdouble);
+  if (g_mkdir_with_parents(p->dir, 0755) != 0) cp_fail(p, "cannot create the directory %s", p->dir);
+
+  if (resume_requested(p)) {
+    double t0 = now_seconds();
+    if (p->mode == CP_MODE_OCTREE)
+      restore_octree(p, sim);
+    else
+      restore_stream(p, sim);
+    if (getenv("CAIRN_GERRIS_STATS"))
+      fprintf(stderr, "CairnPersist: resumed at step %u t = %.17g in %.6f s\n", sim->time.i, sim->time.t,
+              now_seconds() - t0);
+  } else if (p->mode == CP_MODE_OCTREE) {
+    create_octree(p);
+  } else {
+    gchar* uri = stream_uri(p, "sim");
+    cairn_stream_remove(uri); /* a fresh run: nothing of an earlier one may be resumed */
+    g_free(uri);
+  }
+}
+
+static gboolean cairn_persist_event(GfsEvent* event, GfsSimulation* sim) {
+  CairnPersist* p = CAIRN_PERSIST(event);
+  if (event->redo) {
+    /* gfs_simulation_init re-does every event after each start-up adaptation,
+     * before the time loop: not a step, nothing to persist or restore yet */
+    event->redo = FALSE;
+    return FALSE;
+  }
+  if (!p->started) {
+    start(p, sim);
+    if (resume_requested(p)) return FALSE; /* the restored state is the persisted one: nothing to write */
+  }
+  GfsEventClass* parent = GFS_EVENT_CLASS(GTS_OBJECT_CLASS(cairn_persist_class())->parent_class);
+  if (!(*parent->event)(event, sim)) return FALSE;
+
+  const char* kill_at = getenv("CAIRN_GERRIS_KILL_AT");
+  if (kill_at && sim->time.i == (guint)atoi(kill_at) && !resume_requested(p)) raise(SIGKILL);
+
+  /* Gerris allocates the temporaries of a time step during the first one and
+   * keeps their slots: slots past those of step 0 hold nothing between steps. */
+  if (gfs_domain_variables_size(GFS_DOMAIN(sim)) <
+      (p->state_doubles - 2 * FTT_NEIGHBORS) * sizeof(gdouble) + G_STRUCT_OFFSET(GfsStateVector, place_holder))
+    cp_fail(p, "the cell layout shrank during the run");
+  double t0 = now_seconds();
+  p->bytes += p->mode == CP_MODE_OCTREE ? persist_octree(p, sim) : persist_stream(p, sim);
+  p->seconds += now_seconds() - t0;
+  p->persists++;
+  return TRUE;
+}
+
+/* ---- reading and writing the event in a .gfs file ---- */
+
+static void cairn_persist_read(GtsObject** o, GtsFile* fp) {
+  (*GTS_OBJECT_CLASS(cairn_persist_class())->parent_class->read)(o, fp);
+  if (fp->type == GTS_ERROR) return;
+  CairnPersist* p = CAIRN_PERSIST(*o);
+  if (fp->type != '{') return;
+  gchar *dir = NULL, *name = NULL, *mode = NULL;
+  GtsFileVariable var[] = {{GTS_STRING, "dir", TRUE, &dir},
+                           {GTS_STRING, "name", TRUE, &name},
+                           {GTS_STRING, "mode", TRUE, &mode},
+                           {GTS_INT, "resume", TRUE, &p->resume_option},
+                           {GTS_NONE}};
+  gts_file_assign_variables(fp, var);
+  if (fp->type == GTS_ERROR) return;
+  if (dir) {
+    g_free(p->dir);
+    p->dir = dir;
+  }
+  if (name) {
+    g_free(p->name);
+    p->name = name;
+  }
+  if (mode) {
+    if (!strcmp(mode, "stream"))
+      p->mode = CP_MODE_STREAM;
+    else if (!strcmp(mode, "octree"))
+      p->mode = CP_MODE_OCTREE;
+    else
+      gts_file_variable_error(fp, var, "mode", "unknown mode `%s' (stream or octree)", mode);
+    g_free(mode);
+  }
+}
+
+static void cairn_persist_write(GtsObject* o, FILE* fp) {
+  (*GTS_OBJECT_CLASS(cairn_persist_class())->parent_class->write)(o, fp);
+  CairnPersist* p = CAIRN_PERSIST(o);
+  fprintf(fp, " { dir = %s name = %s mode = %s }", p->dir, p->name, p->mode == CP_MODE_OCTREE ? "octree" : "stream");
+}
+
+static void cairn_persist_destroy(GtsObject* o) {
+  CairnPersist* p = CAIRN_PERSIST(o);
+  if (p->persists && getenv("CAIRN_GERRIS_STATS"))
+    fprintf(stderr, "CairnPersist: %s mode: %llu persists, %.1f bytes/persist, %.1f cells/persist, %.3f ms/persist\n",
+            p->mode == CP_MODE_OCTREE ? "octree" : "stream", (unsigned long long)p->persists,
+            (double)p->bytes / p->persists, (double)p->cells_written / p->persists, 1e3 * p->seconds / p->persists);
+  if (p->tree) cairn_octree_close(&p->tree);
+  if (p->events) g_ptr_array_free(p->events, TRUE);
+  g_free(p->dir);
+  g_free(p->name);
+  (*GTS_OBJECT_CLASS(cairn_persist_class())->parent_class->destroy)(o);
+}
+
+static void cairn_persist_class_init(GfsEventClass* klass) {
+  klass->event = cairn_persist_event;
+  GTS_OBJECT_CLASS(klass)->read = cairn_persist_read;
+  GTS_OBJECT_CLASS(klass)->write = cairn_persist_write;
+  GTS_OBJECT_CLASS(klass)->destroy = cairn_persist_destroy;
+}
+
+static void cairn_persist_init(CairnPersist* p) {
+  p->dir = g_strdup(cairn_default_pool_dir());
+  p->name = g_strdup("gerris");
+  p->mode = CP_MODE_OCTREE;
+}
+
+static GfsEventClass* cairn_persist_class(void) {
+  static GfsEventClass* klass = NULL;
+  if (klass == NULL) {
+    GtsObjectClassInfo info = {"CairnPersist",
+                               sizeof(CairnPersist),
+                               sizeof(GfsEventClass),
+                               (GtsObjectClassInitFunc)cairn_persist_class_init,
+                               (GtsObjectInitFunc)cairn_persist_init,
+                               (GtsArgSetFunc)NULL,
+                               (GtsArgGetFunc)NULL};
+    klass = gts_object_class_new(GTS_OBJECT_CLASS(gfs_event_class()), &info);
+  }
+  return klass;
+}
+
+/* GModule calls this when Gerris loads the module: the class must exist
+ * before the parser meets `CairnPersist`. No gfs_module_name: Gerris then
+ * writes the path the module was loaded from into snapshots, which a restart
+ * (and the stream mode's gfs_simulation_read) can load again. */
+const gchar* g_module_check_init(GModule* module);
+const gchar* g_module_check_init(GModule* module) {
+  (void)module;
+  cairn_persist_class();
+  return NULL;
+}

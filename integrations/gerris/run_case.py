@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""run_case.py — runs a Gerris case with CairnPersist uninterrupted, SIGKILLed at a random step and resumed.
+
+For each mode (stream, octree): the case runs to its end (the reference); then it runs again with
+CAIRN_GERRIS_KILL_AT=K (the module raises SIGKILL at step K, before that step's persist), then again
+with CAIRN_GERRIS_RESUME=1. The resumed run must say it resumed at step K-1 and end with Gerris's final
+binary output (end.gfs) byte for byte equal to the reference, and its printed norms must be the
+reference's (the killed run's lines for steps 0..K-1, then the resumed run's from step K-1 on). The
+reference's last norms line must be the one documented in cases/README.md (cases/expected_norms.txt).
+
+--bad-input instead checks the refusals: another case, another dimension, a changed variable list,
+nothing persisted.
+
+K is random; CAIRN_GERRIS_TEST_SEED=N repeats a run (the seed is printed).
+"""
+import argparse
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Debian's gerris is built with MPI and calls MPI_Init even when run serially: allow root, and keep Open MPI
+# to its shared-memory transport (its PSM component probes for InfiniPath hardware and can sleep for
+# minutes in a container).
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_pml": "ob1",
+           "OMPI_MCA_btl": "self,vader", "OMPI_MCA_mtl": "^psm,psm2"}
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def prepare(case_text, module, pools, mode, name=None):
+    text = re.sub(r"(?m)^GModule cairn$", "GModule " + module, case_text)
+    text = re.sub(r"dir = \S+", "dir = " + pools, text)
+    text = re.sub(r"mode = \S+", "mode = " + mode, text)
+    if name:
+        text = re.sub(r"name = \S+", "name = " + name, text)
+    return text
+
+
+def run(gerris, workdir, gfs_text, env_extra, expect_kill=False):
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(workdir, "case.gfs"), "w") as f:
+        f.write(gfs_text)
+    env = dict(os.environ, CAIRN_GERRIS_STATS="1", **MPI_ENV)
+    for k in ("CAIRN_GERRIS_KILL_AT", "CAIRN_GERRIS_RESUME"):
+        env.pop(k, None)
+    env.update(env_extra)
+    p = subprocess.run([gerris, "case.gfs"], cwd=workdir, env=env, capture_output=True, text=True, timeout=240)
+    if expect_kill:
+        if p.returncode != -signal.SIGKILL:
+            fail("%s: expected SIGKILL, got exit %d\n%s" % (workdir, p.returncode, p.stderr))
+    elif p.returncode != 0:
+        fail("%s: gerris exited with %d\n%s" % (workdir, p.returncode, p.stderr))
+    return p
+
+
+def read(path, mode="r"):
+    with open(path, mode) as f:
+        return f.read()
+
+
+def expected_norms(case):
+    for line in read(os.path.join(HERE, "cases", "expected_norms.txt")).splitlines():
+        if line.startswith(case + ": "):
+            return line[len(case) + 2:]
+    fail("no expected norms for %s in cases/expected_norms.txt" % case)
+
+
+def check_case(args):
+    case = os.path.splitext(os.path.basename(args.case))[0]
+    text = read(args.case)
+    iend = int(re.search(r"iend = (\d+)", text).group(1))
+    seed = int(os.environ.get("CAIRN_GERRIS_TEST_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    root = "/dev/shm/cairn-gerris-test-%s-%d" % (case, os.getpid())
+    shutil.rmtree(root, ignore_errors=True)
+    print("%s: seed %d, work in %s" % (case, seed, root))
+    reference_norms = None
+    for mode in args.modes.split(","):
+        pools = os.path.join(root, "pools-" + mode)
+        gfs = prepare(text, args.module, pools, mode)
+        full = os.path.join(root, mode, "full")
+        run(args.gerris, full, gfs, {})
+        norms = read(os.path.join(full, "norms")).splitlines()
+        if len(norms) != iend + 1:
+            fail("%s %s: %d norms lines, expected %d" % (case, mode, len(norms), iend + 1))
+        if norms[-1] != expected_norms(case):
+            fail("%s %s: last norms\n  %s\nexpected (cases/expected_norms.txt)\n  %s" %
+                 (case, mode, norms[-1], expected_norms(case)))
+        if reference_norms is None:
+            reference_norms = norms
+        elif norms != reference_norms:
+            fail("%s: stream and octree modes print different norms" % case)
+
+        k = rng.randrange(2, iend)
+        killed = os.path.join(root, mode, "killed")
+        run(args.gerris, killed, gfs, {"CAIRN_GERRIS_KILL_AT": str(k)}, expect_kill=True)
+        p = run(args.gerris, killed, gfs, {"CAIRN_GERRIS_RESUME": "1"})
+        m = re.search(r"resumed at step (\d+)", p.stderr)
+        if not m or int(m.group(1)) != k - 1:
+            fail("%s %s: killed at step %d, expected a resume at step %d:\n%s" % (case, mode, k, k - 1, p.stderr))
+        if read(os.path.join(killed, "end.gfs"), "rb") != read(os.path.join(full, "end.gfs"), "rb"):
+            fail("%s %s: killed at %d and resumed: end.gfs differs from the uninterrupted run" % (case, mode, k))
+        resumed = read(os.path.join(killed, "norms")).splitlines()
+        if resumed != norms[:k] + norms[k - 1:]:
+            fail("%s %s: killed at %d and resumed: the norms differ from the uninterrupted run" % (case, mode, k))
+        stats = [l for l in p.stderr.splitlines() if l.startswith("CairnPersist: ") and "persists" in l]
+        print("%s %s: killed at step %d, resumed at %d, end.gfs identical (%d bytes); %s" %
+              (case, mode, k, k - 1, os.path.getsize(os.path.join(full, "end.gfs")), stats[-1] if stats else ""))
+    shutil.rmtree(root, ignore_errors=True)
+    print("PASS")
+
+
+def expect_refusal(gerris, workdir, gfs, words):
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(workdir, "case.gfs"), "w") as f:
+        f.write(gfs)
+    env = dict(os.environ, CAIRN_GERRIS_RESUME="1", **MPI_ENV)
+    p = subprocess.run([gerris, "case.gfs"], cwd=workdir, env=env, capture_output=True, text=True, timeout=240)
+    if p.returncode == 0 or words not in p.stderr:
+        fail("%s: expected a refusal mentioning '%s', got exit %d:\n%s" % (workdir, words, p.returncode, p.stderr))
+    print("refused (%s): %s" % (words, [l for l in p.stderr.splitlines() if "CairnPersist" in l][-1]))
+
+
+def check_bad_input(args):
+    text = read(args.case)
+    root = "/dev/shm/cairn-gerris-bad-%d" % os.getpid()
+    shutil.rmtree(root, ignore_errors=True)
+    other = text.replace("cmax = 1e-3", "cmax = 2e-3")  # the same variables, another case
+    text3d = read(os.path.join(HERE, "cases", "shear3D.gfs"))
+    more_vars = text.replace("  VariableTracer T\n", "  VariableTracer T\n  VariableTracer Dye\n")
+    for mode in ("stream", "octree"):
+        pools = os.path.join(root, "pools-" + mode)
+        expect_refusal(args.gerris, os.path.join(root, mode, "none"), prepare(text, args.module, pools, mode, "x"),
+                       "cannot resume")
+        run(args.gerris, os.path.join(root, mode, "written"), prepare(text, args.module, pools, mode, "x"), {})
+        expect_refusal(args.gerris, os.path.join(root, mode, "case"), prepare(other, args.module, pools, mode, "x"),
+                       "another case")
+        expect_refusal(args.gerris, os.path.join(root, mode, "vars"),
+                       prepare(more_vars, args.module, pools, mode, "x"), "variable list changed")
+        expect_refusal(args.gerris3d, os.path.join(root, mode, "dims"),
+                       prepare(text3d, args.module3d, pools, mode, "x"), "2D simulation")
+        # and the pool still resumes its own case afterwards
+        run(args.gerris, os.path.join(root, mode, "written"), prepare(text, args.module, pools, mode, "x"),
+            {"CAIRN_GERRIS_RESUME": "1"})
+    shutil.rmtree(root, ignore_errors=True)
+    print("PASS")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gerris", required=True)
+    ap.add_argument("--module", required=True)
+    ap.add_argument("--case", required=True)
+    ap.add_argument("--bad-input", action="store_true")
+    ap.add_argument("--modes", default="stream,octree", help="comma-separated: stream, octree")
+    ap.add_argument("--gerris3d")
+    ap.add_argument("--module3d")
+    args = ap.parse_args()
+    if args.bad_input:
+        check_bad_input(args)
+    else:
+        check_case(args)
+
+
+if __name__ == "__main__":
+    main()
