@@ -15,6 +15,8 @@ void add_bench_commands(CLI::App& app);
 void add_device_bench(CLI::App& bench);
 void add_run_commands(CLI::App& app);
 void add_stream_commands(CLI::App& app);
+// `cairn launch` (cmd_launch.cpp): mpirun with relaunch at the global version.
+void add_launch_commands(CLI::App& app);
 
 int& exit_code();
 

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   cairn::tool::add_bench_commands(app);
   cairn::tool::add_run_commands(app);
   cairn::tool::add_stream_commands(app);
+  cairn::tool::add_launch_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

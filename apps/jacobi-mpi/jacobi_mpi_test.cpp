@@ -1,0 +1,129 @@
+// jacobi_mpi_test.cpp — real mpirun runs of jacobi-mpi: the single-process
+// jacobi's checksum on 2 to 4 ranks, after a SIGKILL and --resume, and after a
+// resume on another number of ranks; `cairn launch`. (ASAN_OPTIONS: see
+// src/dist/dist_kill_test.cpp.)
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "tests/support/run_app.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace {
+
+using cairn::testing::Outcome;
+
+// The 16 hex digits after "checksum " (std::regex is avoided: GCC 12's
+// -Wmaybe-uninitialized fires inside <regex> under the sanitizer build).
+std::string checksum_of(const std::string& out) {
+  for (std::size_t at = out.find("checksum "); at != std::string::npos; at = out.find("checksum ", at + 1)) {
+    const std::string h = out.substr(at + 9, 16);
+    if (h.size() == 16 && h.find_first_not_of("0123456789abcdef") == std::string::npos) return h;
+  }
+  return "";
+}
+
+class JacobiMpi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+    // The ranks only (this process read its options at start): see the top.
+    const char* asan = std::getenv("ASAN_OPTIONS");
+    setenv("ASAN_OPTIONS", ((asan && *asan ? std::string(asan) + ":" : std::string()) + "detect_leaks=0").c_str(), 1);
+  }
+  Outcome run(int ranks, std::vector<std::string> args) const {
+    std::vector<std::string> a{
+        "--oversubscribe", "-n", std::to_string(ranks), CAIRN_JACOBI_MPI, "--dir", dir.path(), "--size", "48",
+        "--iterations",    "120"};
+    a.insert(a.end(), args.begin(), args.end());
+    return cairn::testing::run_program(CAIRN_MPIEXEC, a);
+  }
+  std::string single() const {
+    Outcome o = cairn::testing::run_program(CAIRN_JACOBI, {"--size", "48", "--iterations", "120", "--quiet"});
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+    EXPECT_NE(o.output.find("VERIFIED"), std::string::npos) << o.output;
+    return checksum_of(o.output);
+  }
+  cairn::testing::TempDir dir;
+};
+
+TEST_F(JacobiMpi, SameChecksumAsOneProcess) {
+  const std::string expected = single();
+  ASSERT_EQ(expected.size(), 16u);
+  for (int ranks = 2; ranks <= 4; ++ranks) {
+    Outcome o = run(ranks, {});
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    EXPECT_EQ(checksum_of(o.output), expected) << ranks << " ranks\n" << o.output;
+  }
+}
+
+TEST_F(JacobiMpi, ResumesAfterAKillWithTheSameChecksum) {
+  const std::string expected = single();
+  Outcome k = run(3, {"--crash-at", "70", "--crash-rank", "1"});
+  ASSERT_NE(k.exit_code, 0) << k.output;
+  EXPECT_EQ(checksum_of(k.output), "") << k.output;
+  Outcome r = run(3, {"--resume"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("(from 70)"), std::string::npos) << r.output;
+  EXPECT_EQ(checksum_of(r.output), expected) << r.output;
+}
+
+TEST_F(JacobiMpi, ResumesOnAnotherNumberOfRanks) {
+  const std::string expected = single();
+  ASSERT_NE(run(4, {"--crash-at", "50", "--crash-rank", "3"}).exit_code, 0);
+  // 4 -> 2 ranks, killed again at 90 ...
+  Outcome r2 = run(2, {"--resume", "--from-ranks", "4", "--crash-at", "90", "--crash-rank", "0"});
+  ASSERT_NE(r2.exit_code, 0) << r2.output;
+  EXPECT_NE(r2.output.find("repartitioned version 50 from 4 ranks to 2"), std::string::npos) << r2.output;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename().string().find("jacobi-mpi.n4."), std::string::npos)
+        << "the 4-rank job's storage should be gone: " << e.path();
+  // ... 2 -> 3 ranks, to the end: the single-process checksum.
+  Outcome r3 = run(3, {"--resume", "--from-ranks", "2"});
+  ASSERT_EQ(r3.exit_code, 0) << r3.output;
+  EXPECT_NE(r3.output.find("repartitioned version 90 from 2 ranks to 3"), std::string::npos) << r3.output;
+  EXPECT_EQ(checksum_of(r3.output), expected) << r3.output;
+}
+
+// cairn launch relaunches a job whose rank was killed, with --resume: it ends
+// with the single-process checksum and reports the failure and the recovery.
+TEST_F(JacobiMpi, LaunchRelaunchesAKilledJob) {
+  const std::string expected = single();
+  Outcome o = cairn::testing::run_program(
+      CAIRN_TOOL, {"launch", "-n", "3", "--max-restarts", "2", "--", CAIRN_JACOBI_MPI, "--dir", dir.path(), "--size",
+                   "48", "--iterations", "120", "--crash-at", "70", "--crash-rank", "1"});
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("attempt 0 failed"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("relaunching with --resume (restart 1 of 2)"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("all 3 ranks resumed at version 70"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("job finished after 1 restart"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("(from 70)"), std::string::npos) << o.output;
+  EXPECT_EQ(checksum_of(o.output), expected) << o.output;
+}
+
+// A rank that hangs (SIGSTOP) stops beating: declared dead after T_timeout,
+// the job is ended and relaunched.
+TEST_F(JacobiMpi, LaunchRelaunchesAJobWithAHungRank) {
+  const std::string expected = single();
+  Outcome o = cairn::testing::run_program(
+      CAIRN_TOOL, {"launch", "-n", "2", "--timeout", "2", "--max-restarts", "2", "--", CAIRN_JACOBI_MPI, "--dir",
+                   dir.path(), "--size", "48", "--iterations", "120", "--stop-at", "40", "--crash-rank", "1"});
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("declared dead"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("heartbeat lost"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("(from 40)"), std::string::npos) << o.output;
+  EXPECT_EQ(checksum_of(o.output), expected) << o.output;
+}
+
+TEST_F(JacobiMpi, LaunchGivesUpAfterMaxRestarts) {
+  Outcome o =
+      cairn::testing::run_program(CAIRN_TOOL, {"launch", "-n", "2", "--max-restarts", "1", "--", CAIRN_JACOBI_MPI,
+                                               "--dir", dir.path(), "--size", "48", "--iterations", "120", "--resume"});
+  EXPECT_EQ(o.exit_code, 1) << o.output;
+  EXPECT_NE(o.output.find("giving up after 1 restart"), std::string::npos) << o.output;
+}
+
+}  // namespace

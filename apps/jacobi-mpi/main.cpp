@@ -1,0 +1,369 @@
+// main.cpp — `jacobi-mpi`: seed 003's stream-function Jacobi solver (the
+// jacobi app's default kernel, same problem, same arithmetic) decomposed
+// across MPI ranks by blocks of rows with a halo exchange, persisted every
+// iteration as one global version with cairn::dist. It ends with the same
+// checksum as `jacobi --size N --iterations I` on one process, resumes after
+// a kill, and resumes on another number of ranks (--from-ranks).
+//
+// Sample runs:
+//   mpirun -n 4 jacobi-mpi --size 256 --iterations 500 --dir /dev/shm/j
+//   mpirun -n 4 jacobi-mpi --size 256 --iterations 500 --dir /dev/shm/j --crash-at 200   (rank 0 SIGKILLed)
+//   mpirun -n 4 jacobi-mpi --size 256 --iterations 500 --dir /dev/shm/j --resume         (continues at 200)
+//   mpirun -n 3 jacobi-mpi --size 256 --iterations 500 --dir /dev/shm/j --resume --from-ranks 4
+//   jacobi --size 256 --iterations 500                   (the same checksum)
+//   cairn launch -n 4 -- jacobi-mpi --size 256 --iterations 500 --dir /dev/shm/j --crash-at 200
+//     (relaunched with --resume; --stop-at 200 and `cairn launch --timeout 1` for a hung rank)
+//
+// Decomposition: the (n+2) x (n+2) grid, boundary rows included, is cut into
+// P blocks of rows, rank r owning [w r / P, w (r+1) / P); each rank's block
+// is one dist dual region "psi" (w doubles per row). Every iteration a rank
+// sends its first and last rows of read() to its neighbours (the halo), then
+// computes its rows into write() exactly as the single-process kernel does
+// (0.25 * (up + down + left + right), same order), so the grids agree bit for
+// bit. The checksum is computed on rank 0 over the gathered grid cut into the
+// single-process app's row blocks (fields psi.0, psi.1, ...), as its driver
+// chains them.
+//
+// Restart on another number of ranks: the new ranks read the old job's ranks
+// (new rank i reads old ranks i, i+P, ...), agree on the newest version every
+// old rank holds, assemble the grid (an all-reduce of bitwise OR: each row
+// comes from exactly one rank, the others contribute zero bits), commit it as
+// that same version in their own storage (n<P>) and only then remove the old
+// job's storage.
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "cairn/dist.hpp"
+#include "util/hash.hpp"
+
+namespace {
+
+struct Args {
+  std::size_t n = 256;
+  std::uint64_t iterations = 2000;
+  std::string strategy = "in-place", dir, name = "jacobi-mpi";
+  std::int64_t crash_at = -1, stop_at = -1;
+  int crash_rank = 0;
+  bool resume = false, quiet = false;
+  int from_ranks = 0;
+};
+
+struct Mode {
+  std::size_t p, q;
+  double amplitude;
+};
+
+class Grid {
+ public:
+  Grid(std::size_t n, int rank, int ranks) : n_(n), w_(n + 2), h_(1.0 / static_cast<double>(n + 1)) {
+    modes_ = {{1, 1, 0.5}, {3, 2, 0.25}, {n, n, 0.125}};
+    lo_ = first_row(rank, ranks);
+    hi_ = first_row(rank + 1, ranks);
+  }
+  std::size_t first_row(int rank, int ranks) const {
+    return w_ * static_cast<std::size_t>(rank) / static_cast<std::size_t>(ranks);
+  }
+  std::size_t w() const { return w_; }
+  std::size_t lo() const { return lo_; }
+  std::size_t hi() const { return hi_; }
+  std::size_t block_bytes() const { return (hi_ - lo_) * w_ * sizeof(double); }
+
+  // The jacobi app's initial state (apps/jacobi/stream_function.cpp).
+  void initialize(double* block) const {
+    for (std::size_t r = lo_; r < hi_; ++r) {
+      double* row = block + (r - lo_) * w_;
+      for (std::size_t c = 0; c < w_; ++c) {
+        double v = exact(c, r);
+        if (r > 0 && r <= n_ && c > 0 && c <= n_)
+          for (const Mode& m : modes_) v += m.amplitude * mode_factor(m.p, c) * mode_factor(m.q, r);
+        row[c] = v;
+      }
+    }
+  }
+  // One Jacobi step of this rank's rows; up/down are the halo rows (row lo-1
+  // and row hi), unused at the grid's edges.
+  void step(const double* in, double* out, const double* up_halo, const double* down_halo) const {
+    for (std::size_t r = lo_; r < hi_; ++r) {
+      const double* mid = in + (r - lo_) * w_;
+      double* o = out + (r - lo_) * w_;
+      if (r == 0 || r == n_ + 1) {
+        std::copy(mid, mid + w_, o);
+        continue;
+      }
+      const double* up = r == lo_ ? up_halo : mid - w_;
+      const double* down = r + 1 == hi_ ? down_halo : mid + w_;
+      o[0] = mid[0];
+      for (std::size_t c = 1; c <= n_; ++c) o[c] = 0.25 * (up[c] + down[c] + mid[c - 1] + mid[c + 1]);
+      o[n_ + 1] = mid[n_ + 1];
+    }
+  }
+  // The single-process app's checksum: its row blocks, chained.
+  std::uint64_t checksum(const double* grid) const {
+    const std::size_t blocks = std::clamp<std::size_t>(w_ / 8, 1, 8);
+    std::uint64_t h = 0;
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t r0 = w_ * b / blocks, r1 = w_ * (b + 1) / blocks;
+      h = cairn::util::hash_bytes(grid + r0 * w_, (r1 - r0) * w_ * sizeof(double), h);
+    }
+    return h;
+  }
+
+ private:
+  double exact(std::size_t c, std::size_t r) const {
+    const double x = static_cast<double>(c) * h_, y = static_cast<double>(r) * h_;
+    return x * x - y * y;
+  }
+  double mode_factor(std::size_t p, std::size_t i) const {
+    const std::size_t k = (p * i) % (2 * (n_ + 1));
+    return std::sin(std::numbers::pi * static_cast<double>(k) * h_);
+  }
+  std::size_t n_, w_;
+  double h_;
+  std::vector<Mode> modes_;
+  std::size_t lo_ = 0, hi_ = 0;
+};
+
+int fail(int rank, const std::string& what) {
+  std::fprintf(stderr, "jacobi-mpi rank %d: %s\n", rank, what.c_str());
+  return 2;
+}
+
+// Reads the old job of `old_ranks` ranks into `grid` (every rank gets the whole
+// grid) and returns the version it holds; 0 and a message on failure.
+std::uint64_t read_old_job(const Args& a, const cairn::persist::Options& base, int rank, int ranks,
+                           std::vector<double>& grid, std::string& error) {
+  const Grid shape(a.n, 0, 1);
+  const std::size_t w = shape.w();
+  grid.assign(w * w, 0.0);
+  std::vector<std::unique_ptr<cairn::dist::RankStore>> stores;
+  std::vector<cairn::dist::DualRegion*> psi;
+  std::uint64_t newest_min = ~0ULL, newest_max = 0;
+  bool ok = true;
+  for (int j = rank; j < a.from_ranks; j += ranks) {
+    const Grid old(a.n, j, a.from_ranks);
+    auto s = cairn::dist::RankStore::create(base, j, a.from_ranks);
+    if (!s.ok()) {
+      error = s.error().message;
+      ok = false;
+      break;
+    }
+    auto d = s.value()->dual_region("psi", old.block_bytes());
+    auto o = d.ok() ? s.value()->open() : cairn::Result<void>(d.error());
+    auto held = o.ok() ? s.value()->scan() : cairn::Result<std::array<std::uint64_t, 2>>(o.error());
+    if (!held.ok()) {
+      error = "old rank " + std::to_string(j) + ": " + held.error().message;
+      ok = false;
+      break;
+    }
+    const std::uint64_t newest = std::max(held.value()[0], held.value()[1]);
+    newest_min = std::min(newest_min, newest);
+    newest_max = std::max(newest_max, newest);
+    psi.push_back(d.value());
+    stores.push_back(std::move(s.value()));
+  }
+  if (!cairn::dist::all_ok(MPI_COMM_WORLD, ok)) {
+    if (error.empty()) error = "another rank could not read the old job";
+    return 0;
+  }
+  std::uint64_t g = 0, top = 0;
+  MPI_Allreduce(&newest_min, &g, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&newest_max, &top, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  bool selected = g > 0 && top <= g + 1;
+  for (std::size_t k = 0; selected && k < stores.size(); ++k) selected = stores[k]->select(g).ok();
+  if (!cairn::dist::all_ok(MPI_COMM_WORLD, selected)) {
+    error = "the old job of " + std::to_string(a.from_ranks) + " ranks holds no version every rank has (newest " +
+            std::to_string(g) + " to " + std::to_string(top) + ")";
+    return 0;
+  }
+  for (std::size_t k = 0; k < stores.size(); ++k) {
+    const Grid old(a.n, stores[k]->rank(), a.from_ranks);
+    std::memcpy(grid.data() + old.lo() * w, psi[k]->read(), old.block_bytes());
+  }
+  // Each row comes from exactly one rank: OR with zero bits elsewhere is exact.
+  MPI_Allreduce(MPI_IN_PLACE, grid.data(), static_cast<int>(w * w), MPI_UINT64_T, MPI_BOR, MPI_COMM_WORLD);
+  return g;
+}
+
+int run(const Args& a) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const Grid grid(a.n, rank, ranks);
+  if (grid.w() < static_cast<std::size_t>(ranks)) return fail(rank, "more ranks than grid rows");
+  const auto t_start = std::chrono::steady_clock::now();
+
+  cairn::dist::Options o;
+  o.persist.strategy = a.strategy;
+  o.persist.dir = a.dir;
+  o.persist.name = a.name;
+  o.persist.threads = 1;
+  if (!a.resume)  // a fresh job starts on empty storage (an old job's versions would outrank it)
+    if (auto r = cairn::dist::RankStore::remove_storage(o.persist, rank, ranks); !r.ok())
+      return fail(rank, r.error().message);
+  auto c = cairn::dist::Context::create(MPI_COMM_WORLD, o);
+  if (!c.ok()) return fail(rank, c.error().message);
+  auto& ctx = *c.value();
+  auto psi_r = ctx.dual_region("psi", grid.block_bytes());
+  if (!psi_r.ok()) return fail(rank, psi_r.error().message);
+  cairn::dist::DualRegion& psi = *psi_r.value();
+  if (auto r = ctx.open(); !r.ok()) return fail(rank, r.error().message);
+
+  std::uint64_t start = 0;
+  double restore_ms = 0;
+  if (a.resume) {
+    auto g = ctx.restore();
+    if (g.ok()) {
+      start = g.value();
+    } else if (g.error().code == cairn::Errc::no_version && a.from_ranks > 0 && a.from_ranks != ranks) {
+      std::vector<double> whole;
+      std::string error;
+      const std::uint64_t v = read_old_job(a, o.persist, rank, ranks, whole, error);
+      if (v == 0) return fail(rank, error);
+      // Version v again, in this job's storage; then the old job's can go.
+      ctx.adopt(v - 1);
+      if (auto r = ctx.begin(); !r.ok()) return fail(rank, r.error().message);
+      std::memcpy(psi.write(), whole.data() + grid.lo() * grid.w(), grid.block_bytes());
+      if (auto r = ctx.commit(); !r.ok()) return fail(rank, r.error().message);
+      for (int j = rank; j < a.from_ranks; j += ranks)
+        if (auto r = cairn::dist::RankStore::remove_storage(o.persist, j, a.from_ranks); !r.ok())
+          return fail(rank, r.error().message);
+      start = v;
+      if (rank == 0) {
+        std::printf("repartitioned version %" PRIu64 " from %d ranks to %d\n", v, a.from_ranks, ranks);
+        std::fflush(stdout);
+      }
+    } else {
+      return fail(rank, g.error().message);
+    }
+    restore_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
+  } else {
+    grid.initialize(psi.read<double>());
+  }
+
+  const std::size_t w = grid.w();
+  std::vector<double> up(w), down(w);
+  const int above = grid.lo() > 0 ? rank - 1 : MPI_PROC_NULL;
+  const int below = grid.hi() < w ? rank + 1 : MPI_PROC_NULL;
+  double compute_s = 0, commit_s = 0;
+  for (std::uint64_t i = start; i < a.iterations; ++i) {
+    // Not in the first iteration of a resumed run: a relaunch with the same
+    // switches (cairn launch) resumes at crash_at and must get past it.
+    if (a.crash_at >= 0 && i == static_cast<std::uint64_t>(a.crash_at) && rank == a.crash_rank &&
+        !(a.resume && i == start))
+      raise(SIGKILL);
+    // A hung rank (the heartbeat monitor's case).
+    if (a.stop_at >= 0 && i == static_cast<std::uint64_t>(a.stop_at) && rank == a.crash_rank &&
+        !(a.resume && i == start))
+      raise(SIGSTOP);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (auto r = ctx.begin(); !r.ok()) return fail(rank, r.error().message);
+    const double* in = psi.read<double>();
+    const std::size_t rows = grid.hi() - grid.lo();
+    // Halo: my first row goes up, my last row goes down.
+    MPI_Sendrecv(in, static_cast<int>(w), MPI_DOUBLE, above, 0, down.data(), static_cast<int>(w), MPI_DOUBLE, below, 0,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(in + (rows - 1) * w, static_cast<int>(w), MPI_DOUBLE, below, 1, up.data(), static_cast<int>(w),
+                 MPI_DOUBLE, above, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    grid.step(in, psi.write<double>(), up.data(), down.data());
+    const auto t1 = std::chrono::steady_clock::now();
+    if (auto r = ctx.commit(); !r.ok()) return fail(rank, r.error().message);
+    compute_s += std::chrono::duration<double>(t1 - t0).count();
+    commit_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  }
+
+  // Gather the grid on rank 0 for the checksum.
+  std::vector<int> counts(static_cast<std::size_t>(ranks)), displs(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    const Grid g(a.n, r, ranks);
+    counts[static_cast<std::size_t>(r)] = static_cast<int>((g.hi() - g.lo()) * w);
+    displs[static_cast<std::size_t>(r)] = static_cast<int>(g.lo() * w);
+  }
+  std::vector<double> whole(rank == 0 ? w * w : 0);
+  MPI_Gatherv(psi.read<double>(), counts[static_cast<std::size_t>(rank)], MPI_DOUBLE, whole.data(), counts.data(),
+              displs.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  const auto& s = ctx.stats();
+  double local_us = s.commits ? s.local_commit_seconds / static_cast<double>(s.commits) * 1e6 : 0;
+  double agree_us = s.commits ? s.agree_seconds / static_cast<double>(s.commits) * 1e6 : 0;
+  double worst[2] = {local_us, agree_us}, worst_all[2];
+  MPI_Reduce(worst, worst_all, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    std::printf("jacobi-mpi %s ranks=%d: iterations %" PRIu64 " (from %" PRIu64 ")  checksum %016" PRIx64 "\n",
+                a.strategy.c_str(), ranks, std::max(start, a.iterations), start, grid.checksum(whole.data()));
+    if (!a.quiet)
+      std::printf("  compute %.3f s, commit %.3f s (per commit, slowest rank: local %.1f us, agreement %.1f us)%s\n",
+                  compute_s, commit_s, worst_all[0], worst_all[1],
+                  a.resume ? (", restart " + std::to_string(restore_ms) + " ms").c_str() : "");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "jacobi-mpi: %s needs a value\n", k.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    try {
+      if (k == "--size")
+        a.n = std::stoul(next());
+      else if (k == "--iterations")
+        a.iterations = std::stoull(next());
+      else if (k == "--strategy")
+        a.strategy = next();
+      else if (k == "--dir")
+        a.dir = next();
+      else if (k == "--name")
+        a.name = next();
+      else if (k == "--crash-at")
+        a.crash_at = std::stoll(next());
+      else if (k == "--stop-at")
+        a.stop_at = std::stoll(next());
+      else if (k == "--crash-rank")
+        a.crash_rank = std::stoi(next());
+      else if (k == "--resume")
+        a.resume = true;
+      else if (k == "--from-ranks")
+        a.from_ranks = std::stoi(next());
+      else if (k == "--quiet")
+        a.quiet = true;
+      else if (k == "--help" || k == "-h") {
+        std::printf(
+            "jacobi-mpi [--size N] [--iterations I] [--strategy S] [--dir D] [--name NAME] [--crash-at I | --stop-at I "
+            "[--crash-rank R]] [--resume [--from-ranks P]] [--quiet]\n");
+        return 0;
+      } else {
+        std::fprintf(stderr, "jacobi-mpi: unknown option %s (see --help)\n", k.c_str());
+        return 2;
+      }
+    } catch (const std::exception&) {
+      std::fprintf(stderr, "jacobi-mpi: %s takes a number\n", k.c_str());
+      return 2;
+    }
+  }
+  if (a.n < 4 || a.n > 65536) {
+    std::fprintf(stderr, "jacobi-mpi: --size takes the interior points per side, 4 to 65536\n");
+    return 2;
+  }
+  MPI_Init(&argc, &argv);
+  int rc = run(a);
+  if (rc != 0) MPI_Abort(MPI_COMM_WORLD, rc);
+  MPI_Finalize();
+  return rc;
+}

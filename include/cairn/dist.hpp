@@ -1,0 +1,271 @@
+// cairn/dist.hpp — many MPI ranks, one version: every rank persists its own
+// state with any persist strategy, a collective commit makes version V global,
+// and after any failure every rank restores the same global version.
+//
+//   MPI_Init(&argc, &argv);
+//   auto ctx = cairn::dist::Context::create(MPI_COMM_WORLD, {.persist = {.strategy = "in-place"}}).value();
+//   auto* u = ctx->dual_region("u", bytes).value();
+//   ctx->open().value();                                   // collective
+//   auto g = ctx->restore();                               // collective: the global version, or no_version
+//   if (!g.ok()) init(u->read<double>());                  // fresh start
+//   for (;;) {
+//     ctx->begin().value();
+//     step(u->read<double>(), u->write<double>());         // write every element of write()
+//     ctx->commit().value();                               // collective: global once it returns
+//   }
+//
+// Design. The persist strategies restore exactly one version, the newest
+// their commit point names; none of them can be asked for the one before it
+// (the two-slot strategies hold it in their other slot until their next
+// commit, but the interface does not expose it, undo-log discards it with its
+// log, and in-place hands that slot to the application as its next write()).
+// A rank that has committed V while another died before committing V must
+// still give V-1, so dist keeps the previous version itself, without a copy:
+// each rank owns two persist::Contexts, lane a and lane b, each with its own
+// storage (<dir>/<name>.n<P>.r<rank>.{a,b}*), and version V is committed into
+// lane V % 2. Each lane also holds a small region "cairn.dist" written inside
+// the same commit: magic, rank, rank count and the global version number V,
+// so a lane's number is as durable as its data and torn from it never.
+//
+// Collective commit of V (every rank):
+//   1. lane V % 2: begin, write the header {V}, commit — rank-local commit
+//      point (one aligned 8-byte store, as every strategy's);
+//   2. MPI_Allreduce(MIN) of "my commit succeeded".
+// V is global at the instant the LAST rank's local commit point of V is
+// durable: no extra durable write, the all-reduce only tells every rank that
+// this has happened. Only after it returns does the application compute V+1,
+// which is written into lane (V+1) % 2 = the lane that held V-1.
+//
+// Invariants:
+//   I1  While any rank computes or commits V+1, every rank holds V durably in
+//       lane V % 2 (V+1 starts only after the all-reduce of V).
+//   I2  Hence at any moment, with G the newest version every rank holds, each
+//       rank's newest lane version is G or G+1, and every rank holds G in
+//       lane G % 2: lane G % 2 is written again only for G+2, which needs the
+//       all-reduce of G+1, i.e. every rank holding G+1.
+//   I3  Restore: each rank reads both lanes' headers, G = MIN over ranks of
+//       (MAX of its two lane versions), then every rank selects lane G % 2.
+//       By I2 that lane holds exactly G on every rank: the same global
+//       version on every rank, bit for bit, never a mix. G is the version
+//       whose commit returned on some rank, or the one in flight if every
+//       rank's local commit point was reached (DESIGN.md's "nothing lost").
+//   I4  Two versions per rank and no more: lane V % 2 holds V and the other
+//       lane V-1 (or an attempt at V+1 that did not become global); the
+//       storage is the strategy's own two-slot storage per lane, so a rank
+//       needs twice a single Context's storage, and no extra copy per commit
+//       for dual regions.
+// Costs. A commit costs one local commit plus an 8-byte all-reduce. A restart
+// restores both lanes to read their headers (O(1) for in-place and shadow;
+// two state copies for dram-cache, nt-copy and file). undo-log is refused:
+// libpmemobj allows one open transaction per thread, and it keeps one open
+// from commit to commit in each of the two lanes. Dual regions cost nothing
+// extra (their read() is one lane's committed version, their write() the
+// other lane's working buffer). Plain regions cost one copy per
+// iteration (begin() carries the newest version into the lane being
+// written): keep large arrays in dual regions.
+//
+// Heartbeat (seed 001 §3.3). When $CAIRN_HEARTBEAT_DIR is set (`cairn
+// launch` sets it), every rank writes {version, pid, version restored} to
+// heartbeat.<rank> there after restore and each commit; the launcher
+// declares the job's ranks dead when a file has not changed for T_timeout,
+// ends the job and relaunches it.
+//
+// Caveats. Every rank must call the collective functions (open, restore,
+// commit) in the same order. A rank that dies makes the others block in the
+// all-reduce until the launcher (mpirun, `cairn launch`) ends the job: this
+// Open MPI (4.1.4, Debian) has no ULFM (no MPIX_Comm_revoke/shrink; ompi_info
+// "FT Checkpoint support: no"), so recovery is a relaunch at the global
+// version. A fresh job must start on empty storage (RankStore::remove_storage
+// for its rank): an old job's lanes would outrank its versions. Pointers
+// inside regions (persist's register_pointer) are not supported: a plain
+// region's address alternates between lanes.
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cairn/error.hpp"
+#include "cairn/persist.hpp"
+
+namespace cairn::dist {
+
+class RankStore;
+
+// A region with two versions: read() is the newest global version, write() is
+// where the iteration being computed writes (every element of it). Fetch the
+// pointers every iteration: they alternate between the lanes.
+class DualRegion {
+ public:
+  const std::string& name() const { return name_; }
+  std::size_t bytes() const { return bytes_; }
+  void* read() const;
+  void* write() const;
+  template <class T>
+  T* read() const {
+    return static_cast<T*>(read());
+  }
+  template <class T>
+  T* write() const {
+    return static_cast<T*>(write());
+  }
+
+ private:
+  friend class RankStore;
+  std::string name_;
+  std::size_t bytes_ = 0;
+  const RankStore* owner_ = nullptr;
+  persist::DualRegion* lane_[2] = {nullptr, nullptr};
+};
+
+// A region with one working copy, updated in place. Outside an iteration
+// data() is the newest version (in a fresh run: where initial values go);
+// begin() copies it into the lane being written and data() then points
+// there: fetch data() after begin(). Costs a copy per iteration.
+class Region {
+ public:
+  const std::string& name() const { return name_; }
+  std::size_t bytes() const { return bytes_; }
+  void* data() const;
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data());
+  }
+
+ private:
+  friend class RankStore;
+  std::string name_;
+  std::size_t bytes_ = 0;
+  const RankStore* owner_ = nullptr;
+  persist::Region* lane_[2] = {nullptr, nullptr};
+};
+
+// One rank's two lanes, without MPI: what Context runs on, and what a job
+// restarted on another number of ranks uses to read the ranks of the old one
+// (scan, select, then read()).
+class RankStore {
+ public:
+  // Storage: <dir>/<base.name>.n<nranks>.r<rank>.a and .b (strategy's suffixes).
+  static Result<std::unique_ptr<RankStore>> create(const persist::Options& base, int rank, int nranks);
+  ~RankStore();
+  RankStore(const RankStore&) = delete;
+  RankStore& operator=(const RankStore&) = delete;
+
+  Result<DualRegion*> dual_region(const std::string& name, std::size_t bytes);
+  Result<Region*> region(const std::string& name, std::size_t bytes);
+  Result<void> open();
+
+  // Restores both lanes and returns the global version each holds (0: none).
+  // A lane written by another rank or rank count is Errc::corrupted.
+  Result<std::array<std::uint64_t, 2>> scan();
+  // After scan(): makes `version` (held by one lane) the current one.
+  Result<void> select(std::uint64_t version);
+  // Fresh storage continues the numbering after `version` (repartitioning:
+  // adopt(G - 1), fill write(), commit G).
+  void adopt(std::uint64_t version);
+
+  // Starts iteration version()+1 (lane begin, plain regions carried over).
+  Result<void> begin();
+  // Rank-local commit of version()+1 into its lane; not yet global: the
+  // caller agrees, then advance() (or, after a failed agreement, retry()).
+  Result<std::uint64_t> commit_local();
+  void advance();
+  void retry();
+
+  // The current (newest global) version; 0 before the first.
+  std::uint64_t version() const { return version_; }
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  // The global version each lane holds (after scan() and commits).
+  const std::array<std::uint64_t, 2>& held() const { return held_; }
+  const persist::Context& lane(int i) const { return *lane_[i]; }
+  // The storage of rank `rank` of an `nranks` job (both lanes); never call
+  // it on a store that is open.
+  static Result<std::vector<std::string>> remove_storage(const persist::Options& base, int rank, int nranks);
+
+ private:
+  friend class DualRegion;
+  friend class Region;
+  RankStore() = default;
+  int rank_ = 0, nranks_ = 1;
+  std::unique_ptr<persist::Context> lane_[2];
+  persist::Region* header_[2] = {nullptr, nullptr};
+  std::vector<std::unique_ptr<DualRegion>> duals_;
+  std::vector<std::unique_ptr<Region>> plains_;
+  std::array<std::uint64_t, 2> held_{0, 0};  // what each lane holds (scan, commits)
+  std::uint64_t version_ = 0;
+  bool in_iteration_ = false;
+};
+
+struct Options {
+  // Strategy, directory (one per rank or shared: names carry the rank),
+  // device, threads. name is the job's base name.
+  persist::Options persist;
+  // Fault injection for tests: called on the committing rank right after its
+  // local commit point of `version`, before the agreement (and `before`
+  // right before the local commit).
+  std::function<void(std::uint64_t version)> after_local_commit;
+  std::function<void(std::uint64_t version)> before_local_commit;
+};
+
+struct Stats {
+  std::uint64_t commits = 0;
+  double local_commit_seconds = 0;  // total, lane begin + header + commit
+  double agree_seconds = 0;         // total, the all-reduce
+  double restore_seconds = 0;       // scan + agreement + select
+};
+
+// The collective view: one RankStore per rank, agreed through `comm`.
+class Context {
+ public:
+  static Result<std::unique_ptr<Context>> create(MPI_Comm comm, Options options = {});
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  Result<DualRegion*> dual_region(const std::string& name, std::size_t bytes) {
+    return store_->dual_region(name, bytes);
+  }
+  Result<Region*> region(const std::string& name, std::size_t bytes) { return store_->region(name, bytes); }
+  // Collective. Fails on every rank if it fails on one.
+  Result<void> open();
+  // Collective: every rank restores the same global version G and returns it;
+  // Errc::no_version on every rank if no version is global (fresh start). A
+  // rank that lacks G (storage lost or corrupted) fails on every rank with a
+  // message naming it.
+  Result<std::uint64_t> restore();
+  void adopt(std::uint64_t version) { store_->adopt(version); }
+  Result<void> begin() { return store_->begin(); }
+  // Collective: local commit, then agreement; returns the new global version.
+  // If any rank's local commit fails, it fails on every rank and the global
+  // version stays where it was (the iteration may be recomputed and retried).
+  Result<std::uint64_t> commit();
+
+  std::uint64_t version() const { return store_->version(); }
+  int rank() const { return store_->rank(); }
+  int size() const { return store_->nranks(); }
+  MPI_Comm comm() const { return comm_; }
+  const Stats& stats() const { return stats_; }
+  RankStore& store() { return *store_; }
+
+ private:
+  Context() = default;
+  void beat();
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int heartbeat_fd_ = -1;
+  std::uint64_t restored_ = 0;  // the version restore() selected, for the heartbeat
+  Options options_;
+  std::unique_ptr<RankStore> store_;
+  Stats stats_;
+};
+
+// MIN of a flag over comm: true when every rank passes true.
+bool all_ok(MPI_Comm comm, bool ok);
+
+}  // namespace cairn::dist

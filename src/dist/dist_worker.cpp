@@ -1,0 +1,188 @@
+// dist_worker.cpp — the MPI program behind dist_kill_test: every rank keeps a
+// state that is a known function of (rank, version), commits it through
+// dist::Context every iteration, dies when told to, and on --resume checks
+// that the version it restored is the global one, bit for bit.
+//
+//   mpirun -n 4 dist_worker --dir /dev/shm/t --iterations 200
+//   mpirun -n 4 dist_worker --dir /dev/shm/t --iterations 200 --kill-rank 1 --kill-at 50 --kill-when after-local
+//   mpirun -n 4 dist_worker --dir /dev/shm/t --iterations 200 --resume
+//
+// Output, one line per rank and event (parsed by the test):
+//   restored rank=R version=G lanes=A,B match=1
+//   done rank=R version=T match=1
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cairn/dist.hpp"
+#include "util/hash.hpp"
+
+namespace {
+
+struct Args {
+  std::string dir, strategy = "in-place";
+  std::uint64_t iterations = 100, words = 4096, sleep_us = 0;
+  bool resume = false;
+  int kill_rank = -1;
+  std::uint64_t kill_at = 0;
+  std::string kill_when = "compute";  // compute | before-local | after-local
+  std::uint64_t stall_others_ms = 0;  // the other ranks wait this long before their local commit of kill_at
+};
+
+// Version v of rank r's state, from version v-1 (version 0: the initial state).
+void initial(std::vector<std::uint64_t>& x, int rank) {
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = cairn::util::mix64(static_cast<std::uint64_t>(rank) << 40 | i);
+}
+void step(const std::uint64_t* in, std::uint64_t* out, std::size_t n, std::uint64_t v, int rank) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = cairn::util::mix64(in[i] ^ (v * 0x9E3779B97F4A7C15ULL + rank));
+}
+std::uint64_t counter_after(std::uint64_t v) { return v * (v + 1) / 2; }
+
+int run(const Args& a) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+  cairn::dist::Options o;
+  o.persist.strategy = a.strategy;
+  o.persist.dir = a.dir;
+  o.persist.name = "worker";
+  o.persist.threads = 1;
+  const bool killer = rank == a.kill_rank;
+  if (killer && a.kill_when == "before-local")
+    o.before_local_commit = [&](std::uint64_t v) {
+      if (v == a.kill_at) raise(SIGKILL);
+    };
+  if (killer && a.kill_when == "after-local")
+    o.after_local_commit = [&](std::uint64_t v) {
+      if (v == a.kill_at) raise(SIGKILL);
+    };
+  if (!killer && a.stall_others_ms)
+    o.before_local_commit = [&](std::uint64_t v) {
+      if (v == a.kill_at) std::this_thread::sleep_for(std::chrono::milliseconds(a.stall_others_ms));
+    };
+  // A fresh job starts on empty storage: an old job's versions would outrank it.
+  if (!a.resume) cairn::dist::RankStore::remove_storage(o.persist, rank, size).value();
+  auto ctx = cairn::dist::Context::create(MPI_COMM_WORLD, o).value();
+  auto* x = ctx->dual_region("x", a.words * 8).value();
+  auto* count = ctx->region("count", 64).value();
+  ctx->open().value();
+  // Storage is open: the test's random kill may start counting.
+  { std::ofstream(a.dir + "/pid." + std::to_string(rank)) << getpid() << "\n"; }
+
+  // The expected state, recomputed in DRAM alongside.
+  std::vector<std::uint64_t> ref(a.words), tmp(a.words);
+  initial(ref, rank);
+  std::uint64_t ref_version = 0;
+  auto advance_ref = [&](std::uint64_t to) {
+    for (; ref_version < to; ++ref_version) {
+      step(ref.data(), tmp.data(), a.words, ref_version + 1, rank);
+      ref.swap(tmp);
+    }
+  };
+  auto matches = [&](std::uint64_t v) {
+    advance_ref(v);
+    const auto* c = count->as<std::uint64_t>();
+    return std::memcmp(x->read(), ref.data(), a.words * 8) == 0 && c[0] == counter_after(v) &&
+           c[1] == static_cast<std::uint64_t>(rank);
+  };
+
+  std::uint64_t start = 0;
+  if (a.resume) {
+    auto g = ctx->restore();
+    if (!g.ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, g.error().message.c_str());
+      return 2;
+    }
+    start = g.value();
+    const auto& held = ctx->store().held();
+    std::printf("restored rank=%d version=%llu lanes=%llu,%llu match=%d restore_ms=%.3f\n", rank,
+                static_cast<unsigned long long>(start), static_cast<unsigned long long>(held[0]),
+                static_cast<unsigned long long>(held[1]), matches(start) ? 1 : 0, ctx->stats().restore_seconds * 1e3);
+    std::fflush(stdout);
+  } else {
+    initial(ref, rank);
+    std::memcpy(x->read(), ref.data(), a.words * 8);
+    auto* c = count->as<std::uint64_t>();
+    std::memset(c, 0, 64);
+    c[1] = static_cast<std::uint64_t>(rank);
+  }
+
+  for (std::uint64_t v = start + 1; v <= a.iterations; ++v) {
+    if (killer && a.kill_when == "compute" && v == a.kill_at) raise(SIGKILL);
+    ctx->begin().value();
+    step(x->read<std::uint64_t>(), x->write<std::uint64_t>(), a.words, v, rank);
+    count->as<std::uint64_t>()[0] += v;
+    if (a.sleep_us) std::this_thread::sleep_for(std::chrono::microseconds(a.sleep_us));
+    ctx->commit().value();
+  }
+  const std::uint64_t end = std::max(start, a.iterations);
+  const auto& s = ctx->stats();
+  std::printf("done rank=%d version=%llu match=%d commits=%llu local_us=%.2f agree_us=%.2f\n", rank,
+              static_cast<unsigned long long>(ctx->version()), ctx->version() == end && matches(end) ? 1 : 0,
+              static_cast<unsigned long long>(s.commits), s.commits ? s.local_commit_seconds / s.commits * 1e6 : 0.0,
+              s.commits ? s.agree_seconds / s.commits * 1e6 : 0.0);
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", k.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (k == "--dir")
+      a.dir = next();
+    else if (k == "--strategy")
+      a.strategy = next();
+    else if (k == "--iterations")
+      a.iterations = std::stoull(next());
+    else if (k == "--words")
+      a.words = std::stoull(next());
+    else if (k == "--sleep-us")
+      a.sleep_us = std::stoull(next());
+    else if (k == "--resume")
+      a.resume = true;
+    else if (k == "--kill-rank")
+      a.kill_rank = std::stoi(next());
+    else if (k == "--kill-at")
+      a.kill_at = std::stoull(next());
+    else if (k == "--kill-when")
+      a.kill_when = next();
+    else if (k == "--stall-others-ms")
+      a.stall_others_ms = std::stoull(next());
+    else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  if (a.dir.empty()) {
+    std::fprintf(stderr, "--dir is required\n");
+    return 2;
+  }
+  MPI_Init(&argc, &argv);
+  int rc = 2;
+  try {
+    rc = run(a);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dist_worker: %s\n", e.what());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,180 @@
+// rank_store.cpp — one rank's two lanes (persist::Contexts): version V is
+// committed into lane V % 2 with a header naming V, so the rank always holds
+// the version before its newest as well (include/cairn/dist.hpp explains why).
+#include <cstring>
+
+#include "cairn/dist.hpp"
+
+namespace cairn::dist {
+namespace {
+
+// The "cairn.dist" region of each lane, written inside every lane commit.
+struct Header {
+  std::uint64_t magic;
+  std::uint32_t format;
+  std::uint32_t lane;
+  std::uint32_t rank;
+  std::uint32_t nranks;
+  std::uint64_t version;  // the global version number this lane commit holds
+  std::uint64_t reserved[4];
+};
+static_assert(sizeof(Header) == 64);
+static_assert(offsetof(Header, version) == 24);
+constexpr std::uint64_t kMagic = 0x3176747369646e63ULL;  // "cndistv1"
+constexpr std::uint32_t kFormat = 1;
+constexpr const char* kHeaderRegion = "cairn.dist";
+
+std::string lane_name(const std::string& base, int rank, int nranks, int lane) {
+  return base + ".n" + std::to_string(nranks) + ".r" + std::to_string(rank) + (lane == 0 ? ".a" : ".b");
+}
+
+}  // namespace
+
+void* DualRegion::read() const { return lane_[owner_->version_ % 2]->read(); }
+void* DualRegion::write() const { return lane_[(owner_->version_ + 1) % 2]->write(); }
+void* Region::data() const { return lane_[(owner_->version_ + (owner_->in_iteration_ ? 1 : 0)) % 2]->data(); }
+
+RankStore::~RankStore() = default;
+
+Result<std::unique_ptr<RankStore>> RankStore::create(const persist::Options& base, int rank, int nranks) {
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return make_error(Errc::invalid_argument, "rank " + std::to_string(rank) + " of " + std::to_string(nranks));
+  std::unique_ptr<RankStore> s(new RankStore());
+  s->rank_ = rank;
+  s->nranks_ = nranks;
+  for (int i = 0; i < 2; ++i) {
+    persist::Options o = base;
+    o.name = lane_name(base.name, rank, nranks, i);
+    auto c = persist::Context::create(o);
+    if (!c.ok()) return std::move(c).error();
+    s->lane_[i] = std::move(c.value());
+    if (s->lane_[i]->strategy() == "undo-log")
+      return make_error(Errc::unsupported,
+                        "dist runs two Contexts (lanes) per rank on the application's thread, and undo-log keeps a "
+                        "libpmemobj transaction open per thread from one commit to the next: choose in-place, "
+                        "shadow, dram-cache, nt-copy or file");
+    auto h = s->lane_[i]->region(kHeaderRegion, sizeof(Header));
+    if (!h.ok()) return std::move(h).error();
+    s->header_[i] = h.value();
+  }
+  return s;
+}
+
+Result<DualRegion*> RankStore::dual_region(const std::string& name, std::size_t bytes) {
+  auto d = std::make_unique<DualRegion>();
+  for (int i = 0; i < 2; ++i) {
+    auto r = lane_[i]->dual_region(name, bytes);
+    if (!r.ok()) return std::move(r).error();
+    d->lane_[i] = r.value();
+  }
+  d->name_ = name;
+  d->bytes_ = bytes;
+  d->owner_ = this;
+  duals_.push_back(std::move(d));
+  return duals_.back().get();
+}
+
+Result<Region*> RankStore::region(const std::string& name, std::size_t bytes) {
+  auto p = std::make_unique<Region>();
+  for (int i = 0; i < 2; ++i) {
+    auto r = lane_[i]->region(name, bytes);
+    if (!r.ok()) return std::move(r).error();
+    p->lane_[i] = r.value();
+  }
+  p->name_ = name;
+  p->bytes_ = bytes;
+  p->owner_ = this;
+  plains_.push_back(std::move(p));
+  return plains_.back().get();
+}
+
+Result<void> RankStore::open() {
+  for (auto& l : lane_)
+    if (auto r = l->open(); !r.ok()) return r;
+  return {};
+}
+
+Result<std::array<std::uint64_t, 2>> RankStore::scan() {
+  std::array<std::uint64_t, 2> held{0, 0};
+  for (int i = 0; i < 2; ++i) {
+    if (!lane_[i]->committed_version()) continue;
+    if (auto r = lane_[i]->restore(); !r.ok()) return std::move(r).error();
+    Header h;
+    std::memcpy(&h, header_[i]->data(), sizeof h);
+    const std::string where = "rank " + std::to_string(rank_) + " lane " + (i == 0 ? "a" : "b");
+    if (h.magic != kMagic || h.format != kFormat)
+      return make_error(Errc::corrupted, where + ": the cairn.dist header of its committed version is not valid");
+    if (h.rank != static_cast<std::uint32_t>(rank_) || h.nranks != static_cast<std::uint32_t>(nranks_) ||
+        h.lane != static_cast<std::uint32_t>(i) || h.version % 2 != static_cast<std::uint64_t>(i) || h.version == 0)
+      return make_error(Errc::corrupted, where + " holds version " + std::to_string(h.version) + " of rank " +
+                                             std::to_string(h.rank) + " of " + std::to_string(h.nranks) + " in lane " +
+                                             std::to_string(h.lane) +
+                                             ": storage of another rank or job was put in its place");
+    held[i] = h.version;
+  }
+  held_ = held;
+  return held;
+}
+
+Result<void> RankStore::select(std::uint64_t version) {
+  if (version == 0 || held_[version % 2] != version)
+    return make_error(Errc::no_version, "rank " + std::to_string(rank_) + " does not hold version " +
+                                            std::to_string(version) + " (its lanes hold " + std::to_string(held_[0]) +
+                                            " and " + std::to_string(held_[1]) + ")");
+  version_ = version;
+  in_iteration_ = false;
+  return {};
+}
+
+void RankStore::adopt(std::uint64_t version) {
+  version_ = version;
+  in_iteration_ = false;
+}
+
+Result<void> RankStore::begin() {
+  if (in_iteration_) return {};
+  const std::size_t w = (version_ + 1) % 2;
+  if (auto r = lane_[w]->begin(); !r.ok()) return r;
+  // After begin: undo-log snapshots the lane's regions here, so the carried
+  // bytes are part of its transaction.
+  for (const auto& p : plains_) std::memcpy(p->lane_[w]->data(), p->lane_[1 - w]->data(), p->bytes_);
+  in_iteration_ = true;
+  return {};
+}
+
+Result<std::uint64_t> RankStore::commit_local() {
+  if (auto r = begin(); !r.ok()) return std::move(r).error();
+  const std::uint64_t v = version_ + 1;
+  const std::size_t w = v % 2;
+  Header h{};
+  h.magic = kMagic;
+  h.format = kFormat;
+  h.lane = static_cast<std::uint32_t>(w);
+  h.rank = static_cast<std::uint32_t>(rank_);
+  h.nranks = static_cast<std::uint32_t>(nranks_);
+  h.version = v;
+  std::memcpy(header_[w]->data(), &h, sizeof h);
+  in_iteration_ = false;
+  auto c = lane_[w]->commit();
+  if (!c.ok()) return std::move(c).error();
+  held_[w] = v;
+  return v;
+}
+
+void RankStore::advance() { ++version_; }
+
+void RankStore::retry() {}
+
+Result<std::vector<std::string>> RankStore::remove_storage(const persist::Options& base, int rank, int nranks) {
+  std::vector<std::string> out;
+  for (int i = 0; i < 2; ++i) {
+    persist::Options o = base;
+    o.name = lane_name(base.name, rank, nranks, i);
+    auto r = persist::remove_storage(o);
+    if (!r.ok()) return std::move(r).error();
+    out.insert(out.end(), r.value().begin(), r.value().end());
+  }
+  return out;
+}
+
+}  // namespace cairn::dist
