@@ -8,6 +8,7 @@ Usage:
   python3 bench/plot.py threads fig10.json   fig10.png     throughput vs threads (e.g. seed 001 Fig. 10)
   python3 bench/plot.py streams streams.json streams.png   stream transfers and preallocation (seed 002 Figs. 3-5)
   python3 bench/plot.py workflow workflow.json workflow.png  the solve-adapt workflow per coupling (seed 002)
+  python3 bench/plot.py amr     amr.json     amr.png       seed 000's Figs. 3, 10, 11 and restart (cairn bench amr)
 
 overhead and placement read the "rows" the app experiments write (profile, threads,
 app, variant, label, time_per_iteration_ms, overhead_pct, vs_baseline,
@@ -251,7 +252,62 @@ def plot_workflow(data, out):
     fig.savefig(out, dpi=120)
 
 
-KINDS = {"workflow": plot_workflow, "streams": plot_streams, "overhead": plot_overhead, "placement": plot_placement, "stream": plot_stream, "threads": plot_threads}
+def plot_amr(data, out):
+    """Seed 000 on the adaptive interface app: the two versions (Fig. 3), run
+    time against C0 (Fig. 10), the layout transformation (Fig. 11) and the
+    restart after a kill (5.6)."""
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    ax = axes[0][0]
+    v = data.get("versions", [])
+    if v:
+        steps = [x["step"] for x in v]
+        ax.plot(steps, [100 * x["overlap"] for x in v], color="tab:blue", label="overlap of V(i-1) and V(i), %")
+        ax.set_ylabel("overlap, %")
+        ax.set_ylim(0, 100)
+        bx = ax.twinx()
+        bx.plot(steps, [x["both_bytes"] / x["single_bytes"] for x in v], color="tab:red", label="both versions / one")
+        bx.set_ylabel("memory of both versions / one copy", color="tab:red")
+        bx.set_ylim(0, 2.5)
+        ax.set_xlabel("step")
+        ax.set_title("Fig. 3: two versions after each persist (level %d)" % data["size"])
+        ax.legend(loc="lower left", fontsize=8)
+    ax = axes[0][1]
+    rows = data.get("c0", [])
+    if rows:
+        base = rows[0]["median_s"]
+        ax.bar(range(len(rows)), [r["median_s"] / base for r in rows],
+               color=["tab:gray", "tab:brown"] + ["tab:blue"] * (len(rows) - 2))
+        ax.set_xticks(range(len(rows)))
+        ax.set_xticklabels([r["label"].replace("pm-octree ", "") for r in rows], rotation=20, fontsize=8)
+        ax.set_ylabel("run time / in-core")
+        ax.axhline(1, color="k", lw=0.5)
+        ax.set_title("Fig. 10: run time against C0 (%s)" % data["profile"])
+    ax = axes[1][0]
+    rows = data.get("transform", [])
+    if rows:
+        sizes = sorted({r["size"] for r in rows})
+        for k, label in enumerate(("transformation off", "transformation on")):
+            pts = [next((r for r in rows if r["size"] == s and r["label"] == label), None) for s in sizes]
+            ax.bar([i + 0.4 * k for i in range(len(sizes))], [p["nvm_store_bytes"] / 1e6 if p else 0 for p in pts],
+                   width=0.4, label=label + " (NVM writes)")
+        ax.set_xticks([i + 0.2 for i in range(len(sizes))])
+        ax.set_xticklabels(["level %d" % s for s in sizes])
+        ax.set_ylabel("MB stored into NVM blocks")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+        ax.set_title("Fig. 11: layout transformation, C0 = 1/8 of the tree")
+    ax = axes[1][1]
+    rows = data.get("restart", [])
+    if rows:
+        ax.barh([r["label"] for r in rows], [r["median_s"] for r in rows], color="tab:green")
+        ax.set_xscale("log")
+        ax.set_xlabel("seconds until the restarted run is back at step %d" % data["crash_at"])
+        ax.set_title("5.6: restart after SIGKILL")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+KINDS = {"amr": plot_amr, "workflow": plot_workflow, "streams": plot_streams, "overhead": plot_overhead, "placement": plot_placement, "stream": plot_stream, "threads": plot_threads}
 
 
 def main(argv):

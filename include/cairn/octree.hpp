@@ -108,7 +108,8 @@ struct Stats {
   std::uint64_t blocks = 0;               // family blocks of V(i)
   std::uint64_t dram_bytes = 0;           // V(i)'s blocks in DRAM (C0)
   std::uint64_t nvm_bytes = 0;            // blocks in the pool reachable from V(i) or V(i-1)
-  std::uint64_t shared_bytes = 0;         // blocks reachable from both versions
+  std::uint64_t shared_bytes = 0;         // V(i)'s blocks that hold committed contents: reachable from both
+                                          // versions, or a C0 block whose pool twin the committed one holds
   std::uint64_t version_bytes = 0;        // V(i) alone: what one version costs
   std::uint64_t block_bytes = 0;          // size of one family block
   std::uint64_t pool_free_bytes = 0;      // free pool space (after the last GC)

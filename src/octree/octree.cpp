@@ -464,6 +464,7 @@ class Octree::Impl {
 
   // ---- merge C0 into C1: DRAM blocks below `r` (writable) move to the pool.
   Ref merge(Ref r) {
+    const Ref tw = in_dram(r) ? twin(r) : 0;
     for (int s = 0; s < fan_; ++s) {
       const Ref c = child(r, s);
       if (c != 0 && writable(c)) {
@@ -472,6 +473,14 @@ class Octree::Impl {
       }
     }
     if (!in_dram(r)) return r;
+    // A DRAM block whose children merged into their twins may equal its own
+    // twin again: the committed block then serves (shared, copied on the
+    // next write) and nothing is written.
+    if (tw != 0 && std::memcmp(blk(r) + sizeof(BlockHeader), blk(tw) + sizeof(BlockHeader),
+                               block_bytes_ - sizeof(BlockHeader)) == 0) {
+      free_private(r);
+      return tw;
+    }
     const Ref n = nvm_alloc();
     std::memcpy(blk(n), blk(r), block_bytes_);
     stamp(n);  // a DRAM block kept over persists carries an older generation
@@ -1497,10 +1506,13 @@ Result<Stats> Octree::stats() const {
       stack.pop_back();
       work.insert(r);
       ++st.blocks;
-      if (in_dram(r))
+      if (in_dram(r)) {
         st.dram_bytes += t.block_bytes_;
-      else if (committed.count(r))
+        // A C0 block equal to its twin holds committed contents: a cached copy.
+        if (t.twin(r) != 0 && committed.count(t.twin(r))) st.shared_bytes += t.block_bytes_;
+      } else if (committed.count(r)) {
         st.shared_bytes += t.block_bytes_;
+      }
       const int n = r == t.work_root_ ? 1 : t.fan_;
       for (int s = 0; s < n; ++s) {
         ++st.octants;
@@ -1622,28 +1634,41 @@ void Octree::transform_layout() {
     freq.push_back({hits, code});
   }
   std::sort(freq.rbegin(), freq.rend());
-  // How many subtrees fit the DRAM budget: blocks per subtree estimated from
-  // the blocks below `level` (one per internal octant).
-  std::uint64_t blocks = 0;
+  // Which subtrees fit the DRAM budget: each one's blocks (counted up to the
+  // budget; one per internal octant), the hottest first.
+  const auto budget = static_cast<std::uint64_t>(budget_blocks);
+  std::unordered_map<std::uint64_t, std::uint64_t> size;
   for (const auto& [code, block] : roots) {
+    std::uint64_t n = 0;
     std::vector<Ref> st{block};
-    while (!st.empty() && blocks < 64 * static_cast<std::uint64_t>(budget_blocks)) {
+    while (!st.empty() && n <= budget) {
       const Ref r = st.back();
       st.pop_back();
-      ++blocks;
+      ++n;
       for (int s = 0; s < t.fan_; ++s)
         if (const Ref c = t.child(r, s); c != 0) st.push_back(c);
     }
+    size[code] = n;
   }
-  const double per_subtree = std::max(1.0, static_cast<double>(blocks) / static_cast<double>(roots.size()));
-  const std::size_t k = std::clamp<std::size_t>(static_cast<std::size_t>(budget_blocks / per_subtree), 1, roots.size());
+  std::uint64_t used = 0;
   if (t.default_hot_) {
-    // First choice: the k hottest subtrees.
+    // First choice: the hottest subtrees while they fit.
     t.default_hot_ = false;
-    for (std::size_t i = 0; i < freq.size(); ++i) t.regions_[freq[i].second].hot = i < k;
+    for (const auto& [f, code] : freq) {
+      const bool fits = used + size[code] <= budget;
+      t.regions_[code].hot = fits;
+      used += fits ? size[code] : 0;
+    }
   } else {
-    // Swap while a cold subtree is much hotter than the coldest C0 one.
-    for (auto& [f, code] : freq) t.regions_[code].freq = f;
+    // Fill the room left with the hottest cold subtrees that fit, then swap
+    // while a cold subtree is much hotter than the coldest C0 one (and fits
+    // in its place).
+    for (auto& [f, code] : freq) {
+      t.regions_[code].freq = f;
+      used += t.regions_[code].hot ? size[code] : 0;
+    }
+    for (const auto& [f, code] : freq)
+      if (!t.regions_[code].hot && used + size[code] <= budget) t.regions_[code].hot = true, used += size[code];
     for (;;) {
       std::uint64_t hot_code = kNoParent, cold_code = kNoParent;
       std::uint64_t hot_min = ~std::uint64_t{0}, cold_max = 0;
@@ -1652,17 +1677,13 @@ void Octree::transform_layout() {
         if (h && f < hot_min) hot_min = f, hot_code = code;
         if (!h && (cold_code == kNoParent || f > cold_max)) cold_max = f, cold_code = code;
       }
-      if (cold_code == kNoParent) break;
-      std::size_t hot_count = 0;
-      for (const auto& [f, code] : freq) hot_count += t.regions_[code].hot ? 1 : 0;
-      if (hot_count < k) {  // room left: the hottest cold subtree joins C0
-        t.regions_[cold_code].hot = true;
-        continue;
-      }
-      if (hot_code == kNoParent || static_cast<double>(cold_max) <= t.t_transform_ * static_cast<double>(hot_min))
+      if (hot_code == kNoParent || cold_code == kNoParent ||
+          static_cast<double>(cold_max) <= t.t_transform_ * static_cast<double>(hot_min) ||
+          used - size[hot_code] + size[cold_code] > budget)
         break;
       t.regions_[hot_code].hot = false;
       t.regions_[cold_code].hot = true;
+      used = used - size[hot_code] + size[cold_code];
     }
   }
 }
