@@ -1,6 +1,6 @@
 # bench_smoke_test.cmake — runs one `cairn bench` experiment at a tiny size and
 # checks its exit status and the rows of its JSON (cmake -P; see CMakeLists.txt).
-# -DCAIRN=<cairn binary> -DBENCH=overhead|placement|stream|workflow|octree|amr -DOUT=<json file>
+# -DCAIRN=<cairn binary> -DBENCH=overhead|placement|stream|workflow|octree|amr|gerris -DOUT=<json file>
 if(BENCH STREQUAL "overhead")
   # 6 variants x 1 app x 1 profile x 1 thread count.
   set(args overhead --apps jacobi --size jacobi=32:6 --profiles dram --repeats 1)
@@ -41,8 +41,17 @@ elseif(BENCH STREQUAL "amr")
   set(expect_rows 11)
   set(expect "\"label\": \"in-core\"" "\"label\": \"out-of-core (lmdb)\"" "\"label\": \"transformation on\""
              "\"checksums_equal\": true" "\"overlap\": ")
+elseif(BENCH STREQUAL "gerris")
+  # -DMODULE=<libcairn2D.so> -DGERRIS=<gerris2D>: both cases at level 5, 12 steps, killed at step 7 (the
+  # snapshot restart starts from step 0): 5 run and 5 restart rows each; every run must end as expected.
+  set(args gerris --size shear2D=5:12,solid2D=5:12 --kill-at 7 --repeats 1 --module ${MODULE} --gerris ${GERRIS}
+           --dir /dev/shm/cairn-smoke-gerris)
+  set(expect_rows 20)
+  set(expect "\"variant\": \"cairn-octree\"" "\"variant\": \"snapshot-binary\"" "\"kind\": \"restart\""
+             "\"restore_s\": " "\"failed\": false")
+  set(reject "\"error\": ")
 else()
-  message(FATAL_ERROR "BENCH must be overhead, placement, stream, workflow, octree or amr")
+  message(FATAL_ERROR "BENCH must be overhead, placement, stream, workflow, octree, amr or gerris")
 endif()
 file(REMOVE ${OUT})
 execute_process(COMMAND ${CAIRN} bench ${args} --quiet --json ${OUT} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -52,7 +61,7 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cairn bench ${BENCH} exited with ${rc}: ${err}")
 endif()
 file(READ ${OUT} json)
-# Rows: one "variant" (overhead, placement), "kernel" (stream), "coupling" (workflow), "op" (octree) or
+# Rows: one "variant" (overhead, placement, gerris), "kernel" (stream), "coupling" (workflow), "op" (octree) or
 # "label" (amr) key each.
 string(REGEX MATCHALL "\"(variant|kernel|coupling|op|label)\": " rows "${json}")
 list(LENGTH rows n)

@@ -16,6 +16,7 @@
 #include "bench/amr_bench.hpp"
 #include "bench/bench_util.hpp"
 #include "bench/checkpoint_bench.hpp"
+#include "bench/gerris_bench.hpp"
 #include "bench/octree_bench.hpp"
 #include "bench/overhead_bench.hpp"
 #include "bench/placement_bench.hpp"
@@ -471,6 +472,57 @@ void add_octree(CLI::App& bench) {
   });
 }
 
+void add_gerris(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("gerris",
+                                   "Gerris with the CairnPersist module (integrations/gerris) against its own "
+                                   "OutputSimulation snapshots: run-time overhead, bytes per persist, restart, memory");
+  cmd->footer(
+      "Per case (shear2D, solid2D of integrations/gerris/cases at --size): gerris2D without persistence, with\n"
+      "OutputSimulation every 10 steps to --dir (text, binary) and with CairnPersist every step (stream, octree);\n"
+      "wall time, overhead against no persistence, bytes and cells per persist, peak RSS per process. Restart:\n"
+      "CairnPersist killed at --kill-at and resumed against Gerris restarting from its last snapshot and\n"
+      "recomputing the steps since. Variants interleaved, medians of --repeats. The module: --module, else\n"
+      "integrations/gerris/libcairn2D.so of this build tree, else `cairn` (Gerris's module directory).\n"
+      "Exit status: 0 measured, 1 some run failed, 2 bad option or error.");
+  struct Args {
+    bench::GerrisBenchOptions o;
+    std::string sizes, json;
+    bool quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--size,--sizes", args->sizes,
+                  "Comma-separated CASE=LEVEL:STEPS (default shear2D=7:100,solid2D=6:100)");
+  cmd->add_option("--kill-at", args->o.kill_at, "Restart: the step killed, not a multiple of 10 (default 25)")
+      ->check(CLI::Range(2, 100000));
+  cmd->add_option("--repeats,-r", args->o.repeats, "Repetitions; medians are reported (default 3)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--gerris", args->o.gerris, "The gerris2D executable (default: gerris2D on PATH)");
+  cmd->add_option("--module", args->o.module, "libcairn2D.so (default: this build tree's, else `cairn`)");
+  cmd->add_option("--dir", args->o.dir, "Directory of pools and snapshots (default /dev/shm/cairn-bench-gerris)");
+  cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
+  cmd->callback([args] {
+    bench::GerrisBenchOptions o = args->o;
+    if (!args->sizes.empty()) {
+      auto sizes = bench::parse_gerris_sizes(args->sizes);
+      if (!sizes.ok()) return fail("gerris", sizes.error());
+      o.cases = sizes.value();
+    }
+    if (o.module.empty()) {
+      // <build>/tools/cairn/cairn -> <build>/integrations/gerris/libcairn2D.so
+      const auto built = apps_dir().parent_path() / "integrations" / "gerris" / "libcairn2D.so";
+      std::error_code ec;
+      o.module = std::filesystem::exists(built, ec) ? built.string() : "cairn";
+    }
+    auto report = bench::run_gerris_bench(o, args->quiet ? nullptr : &std::cerr);
+    if (!report.ok()) return fail("gerris", report.error());
+    bench::print_gerris_report(report.value(), std::cout);
+    if (!args->json.empty())
+      if (auto w = bench::write_gerris_json(report.value(), args->json); !w.ok()) return fail("gerris", w.error());
+    exit_code() = report.value().failed ? kExitPartFailed : kExitOk;
+  });
+}
+
 }  // namespace
 
 void add_bench_commands(CLI::App& app) {
@@ -485,6 +537,7 @@ void add_bench_commands(CLI::App& app) {
   add_workflow(*bench);
   add_octree(*bench);
   add_amr(*bench);
+  add_gerris(*bench);
   bench::add_checkpoint_command(*bench);
 }
 
