@@ -407,8 +407,21 @@ Result<void> check_config(const Config& c) {
 
 }  // namespace
 
-void model::crash_now(std::uint64_t step) { crash(step); }
 double model::reference_volume(int level_max) { return initial_volume(Octant{}, level_max); }
+
+Result<std::uint64_t> model::last_step(const Config& c, std::uint64_t first, std::uint64_t steps) {
+  if (first > steps)
+    return make_error(Errc::layout_mismatch, c.pool + " holds step " + std::to_string(first) +
+                                                 " of a run with more steps than this one (" + std::to_string(steps) +
+                                                 "): resume with the same --size, --period and --cfl");
+  return c.step_limit > 0 ? std::min(steps, c.step_limit) : steps;
+}
+
+void model::step_begins(const Config& c, std::uint64_t s, double seconds_so_far, Report& report) {
+  if (c.catch_up_step >= 0 && static_cast<std::uint64_t>(c.catch_up_step) == s)
+    report.catch_up_seconds = seconds_so_far;
+  if (c.crash_at >= 0 && static_cast<std::uint64_t>(c.crash_at) == s) crash(s);
+}
 
 Result<Report> run(const Config& c) {
   if (auto k = check_config(c); !k.ok()) return k.error();
@@ -437,16 +450,10 @@ Result<Report> run(const Config& c) {
   // without the tree (a resumed run has another mesh).
   rep.volume0 = initial_volume(Octant{}, c.level_max);
   rep.first_step = load_step(*tree);
-  if (rep.first_step > steps)
-    return make_error(Errc::layout_mismatch, c.pool + " holds step " + std::to_string(rep.first_step) +
-                                                 " of a run with more steps than this one (" + std::to_string(steps) +
-                                                 "): resume with the same --size, --period and --cfl");
-
-  const std::uint64_t last = c.step_limit > 0 ? std::min(steps, c.step_limit) : steps;
-  for (std::uint64_t s = rep.first_step; s < last; ++s) {
-    if (c.catch_up_step >= 0 && static_cast<std::uint64_t>(c.catch_up_step) == s)
-      rep.catch_up_seconds = seconds_since(t0);
-    if (c.crash_at >= 0 && static_cast<std::uint64_t>(c.crash_at) == s) crash(s);
+  const auto last = last_step(c, rep.first_step, steps);
+  if (!last.ok()) return last.error();
+  for (std::uint64_t s = rep.first_step; s < last.value(); ++s) {
+    step_begins(c, s, seconds_since(t0), rep);
     auto l = gather(*tree);
     if (!l.ok()) return l.error();
     if (auto r = transport(*tree, l.value(), static_cast<double>(s) * dt, dt, c.period); !r.ok()) return r.error();
@@ -460,7 +467,7 @@ Result<Report> run(const Config& c) {
       if (!w.ok()) return w.error();
     }
     if (c.backend == Backend::in_core) {
-      if ((s + 1) % c.snapshot_every == 0 || s + 1 == last) {
+      if ((s + 1) % c.snapshot_every == 0 || s + 1 == last.value()) {
         const auto p0 = Clock::now();
         auto w = write_snapshot(c, s + 1, *tree);
         if (!w.ok()) return w.error();
@@ -469,7 +476,7 @@ Result<Report> run(const Config& c) {
       }
       continue;
     }
-    if ((s + 1) % c.persist_every == 0 || s + 1 == last) {
+    if ((s + 1) % c.persist_every == 0 || s + 1 == last.value()) {
       if (c.track_versions) {
         auto st = tree->stats();
         if (!st.ok()) return st.error();

@@ -102,8 +102,11 @@ bool refine_wanted(const octree::Octant& o, double c, int level_max);
 bool coarsen_wanted(const octree::Octant& parent, const double* children, int fan, int level_min);
 // The sphere's volume on the initial mesh (the reference for conservation).
 double reference_volume(int level_max);
-// --crash-at: SIGKILL now.
-[[noreturn]] void crash_now(std::uint64_t step);
+// The step after the last one this run computes (step_limit, or all), or
+// layout_mismatch when the stored step `first` lies past this run's end.
+Result<std::uint64_t> last_step(const Config& c, std::uint64_t first, std::uint64_t steps);
+// At the start of step s: note the catch-up time, SIGKILL at --crash-at.
+void step_begins(const Config& c, std::uint64_t s, double seconds_so_far, Report& report);
 // The run's checksum: leaves and fractions in Morton order, equal for every backend.
 struct Checksum {
   std::uint64_t h = 0x243F6A8885A308D3ull;

@@ -308,19 +308,14 @@ Result<Report> run_lmdb(const Config& c, std::uint64_t steps, double dt) {
       st.commit();
     }
     rep.volume0 = reference_volume(c.level_max);
-    if (rep.first_step > steps)
-      return make_error(Errc::layout_mismatch, c.pool + " holds step " + std::to_string(rep.first_step) +
-                                                   " of a run with more steps than this one (" + std::to_string(steps) +
-                                                   "): resume with the same --size, --period and --cfl");
-    const std::uint64_t last = c.step_limit > 0 ? std::min(steps, c.step_limit) : steps;
-    for (std::uint64_t s = rep.first_step; s < last; ++s) {
-      if (c.catch_up_step >= 0 && static_cast<std::uint64_t>(c.catch_up_step) == s)
-        rep.catch_up_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (c.crash_at >= 0 && static_cast<std::uint64_t>(c.crash_at) == s) crash_now(s);
+    const auto last = last_step(c, rep.first_step, steps);
+    if (!last.ok()) return last.error();
+    for (std::uint64_t s = rep.first_step; s < last.value(); ++s) {
+      step_begins(c, s, std::chrono::duration<double>(Clock::now() - t0).count(), rep);
       transport(st, static_cast<double>(s) * dt, dt, c.period);
       adapt(st, c.level_min, c.level_max);
       st.set_step(s + 1);
-      if ((s + 1) % c.persist_every == 0 || s + 1 == last) {
+      if ((s + 1) % c.persist_every == 0 || s + 1 == last.value()) {
         const auto p0 = Clock::now();
         st.commit();
         rep.persist_seconds += std::chrono::duration<double>(Clock::now() - p0).count();
