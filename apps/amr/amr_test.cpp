@@ -10,6 +10,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 
 namespace cairn::apps::amr {
 namespace {
@@ -73,6 +76,34 @@ TEST(Amr, EveryBackendAndLayoutEndsWithTheSameBits) {
     EXPECT_EQ(r.value().leaves, reference.value().leaves) << k.name;
     EXPECT_EQ(r.value().volume, reference.value().volume) << k.name;
   }
+}
+
+// --emit-vtk: a .vtu ParaView reads, one hexahedron and one fraction per leaf.
+TEST(Amr, EmitsTheLeafMeshAndFractionAsVtk) {
+  Config c = small("vtk", 3);
+  c.period = 0.1;
+  c.vtk_dir = pool("vtk-out").substr(0, pool("vtk-out").rfind('/')) + "/vtk";
+  c.vtk_every = 4;
+  std::filesystem::create_directories(c.vtk_dir);
+  c.step_limit = 4;
+  auto r = run(c);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  std::ifstream f(c.vtk_dir + "/amr_000004.vtu");
+  ASSERT_TRUE(f.good());
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("NumberOfCells=\"" + std::to_string(r.value().leaves) + "\""), std::string::npos);
+  const auto at = text.find("Name=\"fraction\"");
+  ASSERT_NE(at, std::string::npos);
+  // The fraction array: one value per leaf, each in [0, 1].
+  std::istringstream values(text.substr(text.find('>', at) + 1));
+  std::size_t n = 0;
+  double v;
+  while (values >> v) {
+    EXPECT_GE(v, -1e-12);
+    EXPECT_LE(v, 1 + 1e-12);
+    ++n;
+  }
+  EXPECT_EQ(n, r.value().leaves);
 }
 
 TEST(Amr, ASmallDramBudgetSendsWritesToNvmAndTheTransformationTakesSomeBack) {
