@@ -106,7 +106,7 @@ TEST(Amr, EmitsTheLeafMeshAndFractionAsVtk) {
   EXPECT_EQ(n, r.value().leaves);
 }
 
-TEST(Amr, ASmallDramBudgetSendsWritesToNvmAndTheTransformationTakesSomeBack) {
+TEST(Amr, ASmallDramBudgetSendsMoreWritesToNvm) {
   Config all = small("all", 4);
   Config tight = small("tight", 4);
   tight.dram_budget = 8u << 10;

@@ -203,9 +203,8 @@ void transport(Store& st, double t, double dt, double period) {
         Record ra = st.get(a), rb = st.get(b);
         const double flux = face_flux(a, axis, upper != 0, ra.c, rb.c, t, dt, period);
         ra.dv -= flux;
-        st.put(a, ra);
-        rb = st.get(b);
         rb.dv += flux;
+        st.put(a, ra);
         st.put(b, rb);
       }
   for (const Octant& a : leaves) {

@@ -1,12 +1,13 @@
 // jacobi_mpi_test.cpp — real mpirun runs of jacobi-mpi: the single-process
 // jacobi's checksum on 2 to 4 ranks, after a SIGKILL and --resume, and after a
-// resume on another number of ranks; `cairn launch`. (ASAN_OPTIONS: see
-// src/dist/dist_kill_test.cpp.)
+// resume on another number of ranks; `cairn launch`. (The ranks' environment:
+// tests/support/mpirun_env.hpp.)
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 
+#include "tests/support/mpirun_env.hpp"
 #include "tests/support/run_app.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -26,14 +27,7 @@ std::string checksum_of(const std::string& out) {
 
 class JacobiMpi : public ::testing::Test {
  protected:
-  void SetUp() override {
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
-    // The ranks only (this process read its options at start): see the top.
-    const char* asan = std::getenv("ASAN_OPTIONS");
-    setenv("ASAN_OPTIONS", ((asan && *asan ? std::string(asan) + ":" : std::string()) + "detect_leaks=0").c_str(), 1);
-  }
+  void SetUp() override { cairn::testing::set_mpirun_environment(); }
   Outcome run(int ranks, std::vector<std::string> args) const {
     std::vector<std::string> a{
         "--oversubscribe", "-n", std::to_string(ranks), CAIRN_JACOBI_MPI, "--dir", dir.path(), "--size", "48",

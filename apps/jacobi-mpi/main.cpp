@@ -32,6 +32,7 @@
 // job's storage.
 #include <signal.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -311,55 +312,22 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "jacobi-mpi: %s needs a value\n", k.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    try {
-      if (k == "--size")
-        a.n = std::stoul(next());
-      else if (k == "--iterations")
-        a.iterations = std::stoull(next());
-      else if (k == "--strategy")
-        a.strategy = next();
-      else if (k == "--dir")
-        a.dir = next();
-      else if (k == "--name")
-        a.name = next();
-      else if (k == "--crash-at")
-        a.crash_at = std::stoll(next());
-      else if (k == "--stop-at")
-        a.stop_at = std::stoll(next());
-      else if (k == "--crash-rank")
-        a.crash_rank = std::stoi(next());
-      else if (k == "--resume")
-        a.resume = true;
-      else if (k == "--from-ranks")
-        a.from_ranks = std::stoi(next());
-      else if (k == "--quiet")
-        a.quiet = true;
-      else if (k == "--help" || k == "-h") {
-        std::printf(
-            "jacobi-mpi [--size N] [--iterations I] [--strategy S] [--dir D] [--name NAME] [--crash-at I | --stop-at I "
-            "[--crash-rank R]] [--resume [--from-ranks P]] [--quiet]\n");
-        return 0;
-      } else {
-        std::fprintf(stderr, "jacobi-mpi: unknown option %s (see --help)\n", k.c_str());
-        return 2;
-      }
-    } catch (const std::exception&) {
-      std::fprintf(stderr, "jacobi-mpi: %s takes a number\n", k.c_str());
-      return 2;
-    }
-  }
-  if (a.n < 4 || a.n > 65536) {
-    std::fprintf(stderr, "jacobi-mpi: --size takes the interior points per side, 4 to 65536\n");
-    return 2;
+  CLI::App cli("jacobi-mpi: the stream-function Jacobi solver across MPI ranks, persisted with cairn::dist");
+  cli.add_option("--size", a.n, "interior points per side")->check(CLI::Range(4, 65536));
+  cli.add_option("--iterations", a.iterations, "Jacobi iterations");
+  cli.add_option("--strategy", a.strategy, "persistence strategy of every rank");
+  cli.add_option("--dir", a.dir, "directory of the ranks' storage");
+  cli.add_option("--name", a.name, "name of the state");
+  cli.add_option("--crash-at", a.crash_at, "SIGKILL rank --crash-rank at this iteration");
+  cli.add_option("--stop-at", a.stop_at, "stop (exit 0) at this iteration");
+  cli.add_option("--crash-rank", a.crash_rank, "the rank --crash-at kills");
+  cli.add_flag("--resume", a.resume, "continue from the global version");
+  cli.add_option("--from-ranks", a.from_ranks, "--resume: the number of ranks that wrote it (repartition)");
+  cli.add_flag("--quiet", a.quiet, "only the result line");
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return cli.exit(e) == 0 ? 0 : 2;
   }
   MPI_Init(&argc, &argv);
   int rc = run(a);

@@ -2,14 +2,7 @@
 // every kill, a relaunch with --resume must restore the same global version
 // on every rank, bit for bit (the worker compares with a recomputation), and
 // finish with the uninterrupted run's state.
-//
-// Open MPI under AddressSanitizer (the debug preset): Open MPI keeps
-// allocations until exit that LeakSanitizer reports in every rank, from MCA
-// components it has dlclose'd by then (frames "<unknown module>", so no
-// suppression by library can name them). The fixture sets detect_leaks=0 in
-// ASAN_OPTIONS for the mpirun jobs it starts, and only for them: the test
-// process itself read its options at start and keeps leak checking, and
-// every other sanitizer check stays on in the ranks.
+// (The ranks' environment, leak checking off under ASan: tests/support/mpirun_env.hpp.)
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -24,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/mpirun_env.hpp"
 #include "tests/support/run_app.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -66,14 +60,7 @@ std::map<int, RankLine> parse(const std::string& out, const std::string& what) {
 
 class DistKill : public ::testing::Test {
  protected:
-  void SetUp() override {
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
-    // The ranks only (this process read its options at start): see the top.
-    const char* asan = std::getenv("ASAN_OPTIONS");
-    setenv("ASAN_OPTIONS", ((asan && *asan ? std::string(asan) + ":" : std::string()) + "detect_leaks=0").c_str(), 1);
-  }
+  void SetUp() override { cairn::testing::set_mpirun_environment(); }
   std::vector<std::string> job(int ranks, const std::vector<std::string>& args) const {
     std::vector<std::string> a{"--oversubscribe", "-n", std::to_string(ranks), CAIRN_DIST_WORKER, "--dir", dir.path()};
     a.insert(a.end(), args.begin(), args.end());

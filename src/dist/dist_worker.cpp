@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -137,43 +138,22 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", k.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (k == "--dir")
-      a.dir = next();
-    else if (k == "--strategy")
-      a.strategy = next();
-    else if (k == "--iterations")
-      a.iterations = std::stoull(next());
-    else if (k == "--words")
-      a.words = std::stoull(next());
-    else if (k == "--sleep-us")
-      a.sleep_us = std::stoull(next());
-    else if (k == "--resume")
-      a.resume = true;
-    else if (k == "--kill-rank")
-      a.kill_rank = std::stoi(next());
-    else if (k == "--kill-at")
-      a.kill_at = std::stoull(next());
-    else if (k == "--kill-when")
-      a.kill_when = next();
-    else if (k == "--stall-others-ms")
-      a.stall_others_ms = std::stoull(next());
-    else {
-      std::fprintf(stderr, "unknown option %s\n", k.c_str());
-      return 2;
-    }
-  }
-  if (a.dir.empty()) {
-    std::fprintf(stderr, "--dir is required\n");
-    return 2;
+  CLI::App cli("dist_worker: ranks that commit a deterministic state every iteration and die on demand");
+  cli.add_option("--dir", a.dir, "directory of the ranks' storage")->required();
+  cli.add_option("--strategy", a.strategy, "persistence strategy");
+  cli.add_option("--iterations", a.iterations, "versions to commit");
+  cli.add_option("--words", a.words, "64-bit words of state per rank");
+  cli.add_option("--sleep-us", a.sleep_us, "sleep per iteration");
+  cli.add_flag("--resume", a.resume, "restore the global version and check it");
+  cli.add_option("--kill-rank", a.kill_rank, "the rank that SIGKILLs itself");
+  cli.add_option("--kill-at", a.kill_at, "at this version");
+  cli.add_option("--kill-when", a.kill_when, "compute | before-local | after-local")
+      ->check(CLI::IsMember({"compute", "before-local", "after-local"}));
+  cli.add_option("--stall-others-ms", a.stall_others_ms, "the other ranks wait this long before committing --kill-at");
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return cli.exit(e) == 0 ? 0 : 2;
   }
   MPI_Init(&argc, &argv);
   int rc = 2;

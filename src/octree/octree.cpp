@@ -524,19 +524,21 @@ class Octree::Impl {
     for (int s = 0; s < fan_; ++s)
       if (child(r, s) != cref[s]) child(r, s) = cref[s], ++nvm_store_lines_;
     if (!differs) return {r, r};
-    const Ref w = alloc_next_generation();
-    std::memcpy(blk(w), blk(r), block_bytes_);
-    hdr(w)->epoch = work_gen_ + 1;
-    hdr(w)->check = block_check(hdr(w)->code, work_gen_ + 1);
+    const Ref w = next_generation_copy(r);
     for (int s = 0; s < fan_; ++s) child(w, s) = wref[s];
     return {r, w};
   }
   std::vector<Ref> next_dirty_;  // pool blocks of the next generation, made by commit
-  Ref alloc_next_generation() {
-    const Ref r = nvm_alloc();
+  // A copy of r for the next working version, stamped with its generation
+  // and flushed by the next commit, not this one.
+  Ref next_generation_copy(Ref r) {
+    const Ref w = nvm_alloc();
     dirty_.pop_back();
-    next_dirty_.push_back(r);
-    return r;
+    next_dirty_.push_back(w);
+    std::memcpy(blk(w), blk(r), block_bytes_);
+    hdr(w)->epoch = work_gen_ + 1;
+    hdr(w)->check = block_check(hdr(w)->code, work_gen_ + 1);
+    return w;
   }
   Ref commit_root(Ref r) {  // the root block holds one slot and is never in DRAM
     const Ref c = child(r, 0);
@@ -545,10 +547,7 @@ class Octree::Impl {
     const auto [cc, wc] = commit(c);
     if (cc != c) child(r, 0) = cc, ++nvm_store_lines_;
     if (cc == wc) return r;
-    work_next_root_ = alloc_next_generation();
-    std::memcpy(blk(work_next_root_), blk(r), block_bytes_);
-    hdr(work_next_root_)->epoch = work_gen_ + 1;
-    hdr(work_next_root_)->check = block_check(hdr(work_next_root_)->code, work_gen_ + 1);
+    work_next_root_ = next_generation_copy(r);
     child(work_next_root_, 0) = wc;
     return r;
   }
