@@ -97,6 +97,11 @@
 namespace cairn::dist {
 
 class RankStore;
+namespace detail {
+struct Topology;
+class SlotFile;
+class PfsFlusher;
+}  // namespace detail
 
 // A region with two versions: read() is the newest global version, write() is
 // where the iteration being computed writes (every element of it). Fetch the
@@ -170,6 +175,25 @@ class RankStore {
   // adopt(G - 1), fill write(), commit G).
   void adopt(std::uint64_t version);
 
+  // The committed bytes of version `version` (held by one lane) as the
+  // rank's payload: every region in registration order, each padded with
+  // zeros to whole kBlock blocks (the unit of partner deltas and parity).
+  static constexpr std::size_t kBlock = 64 << 10;
+  std::size_t payload_bytes() const;
+  // Calls fn(offset, data, bytes) for each region of the lane holding
+  // `version`, at its offset in the payload.
+  void for_each_region(std::uint64_t version,
+                       const std::function<void(std::size_t, const std::byte*, std::size_t)>& fn) const;
+  // Makes `version` the current version with the given payload, whatever
+  // the lanes held: the other lane is voided first, then the payload is
+  // committed into lane version % 2 (rebuilding a lost rank, rolling back
+  // to a flushed version). Not collective.
+  Result<void> rewrite(std::uint64_t version, const std::byte* payload);
+  // Moves both lanes' files aside into <dir>/damaged and starts over on empty
+  // storage (regions registered again): for a rank whose storage cannot be
+  // opened, when its state can be rebuilt from elsewhere.
+  Result<void> set_aside(const std::string& why);
+
   // Starts iteration version()+1 (lane begin, plain regions carried over).
   Result<void> begin();
   // Rank-local commit of version()+1 into its lane; not yet global: the
@@ -193,6 +217,16 @@ class RankStore {
   friend class DualRegion;
   friend class Region;
   RankStore() = default;
+  Result<void> create_lanes();
+  Result<void> register_in_lanes(std::size_t index);
+  struct Registration {
+    std::string name;
+    std::size_t bytes;
+    bool dual;
+    std::size_t object;  // index in duals_ or plains_
+  };
+  persist::Options base_;
+  std::vector<Registration> registrations_;
   int rank_ = 0, nranks_ = 1;
   std::unique_ptr<persist::Context> lane_[2];
   persist::Region* header_[2] = {nullptr, nullptr};
@@ -203,10 +237,35 @@ class RankStore {
   bool in_iteration_ = false;
 };
 
+// What survives the loss of a rank's storage (section "Redundancy" above).
+enum class Redundancy {
+  local,       // the rank's own two lanes only: a lost node loses the job's state (unless pfs_dir)
+  partner,     // plus a copy of each rank's global version on the next node
+  xor_parity,  // plus XOR parity over a group of nodes (one lost node per group)
+};
+const char* to_string(Redundancy r);
+Result<Redundancy> parse_redundancy(const std::string& s);  // "local" | "partner" | "xor"
+
 struct Options {
   // Strategy, directory (one per rank or shared: names carry the rank),
   // device, threads. name is the job's base name.
   persist::Options persist;
+  Redundancy redundancy = Redundancy::local;
+  // Nodes. > 0: simulated nodes of this many consecutive ranks, node k
+  // keeping its ranks' storage and the copies it holds for other nodes in
+  // <persist.dir>/node<k> (losing a node = killing its ranks and deleting
+  // that directory). 0: $CAIRN_RANKS_PER_NODE if set, else the machine's
+  // real nodes (MPI_COMM_TYPE_SHARED), storage in persist.dir on each.
+  int ranks_per_node = 0;
+  // Nodes per XOR parity group (at least 2; a short last group joins the one
+  // before it). Survives one lost node per group.
+  int xor_group = 4;
+  // Asynchronous flush of every pfs_every-th global version to pfs_dir (a
+  // directory standing for the parallel file system, shared by all ranks),
+  // by a thread of each rank; the two newest complete versions are kept.
+  // Restore falls back to it when a lost rank cannot be rebuilt otherwise.
+  std::string pfs_dir;
+  std::uint64_t pfs_every = 0;
   // Fault injection for tests: called on the committing rank right after its
   // local commit point of `version`, before the agreement (and `before`
   // right before the local commit).
@@ -216,9 +275,18 @@ struct Options {
 
 struct Stats {
   std::uint64_t commits = 0;
-  double local_commit_seconds = 0;  // total, lane begin + header + commit
-  double agree_seconds = 0;         // total, the all-reduce
-  double restore_seconds = 0;       // scan + agreement + select
+  double local_commit_seconds = 0;          // total, lane begin + header + commit
+  double redundancy_seconds = 0;            // total, partner copy or parity, durable on the holder
+  double agree_seconds = 0;                 // total, the all-reduce
+  double restore_seconds = 0;               // scan + agreement + rebuild + select
+  std::uint64_t redundancy_bytes_sent = 0;  // total, partner copies (changed blocks) or parity contributions
+  std::uint64_t redundancy_blocks_sent = 0,
+                redundancy_blocks = 0;  // partner: changed / all blocks, summed over commits
+  std::uint64_t pfs_flushes = 0;
+  double pfs_copy_seconds = 0;  // total time the application waited for flushes (snapshot copy + previous flush)
+  // restore(): how this rank got the global version.
+  std::string restored_from;        // "local", "partner", "xor", "pfs"
+  std::uint64_t rebuilt_ranks = 0;  // ranks whose state was rebuilt in the last restore
 };
 
 // The collective view: one RankStore per rank, agreed through `comm`.
@@ -253,11 +321,40 @@ class Context {
   MPI_Comm comm() const { return comm_; }
   const Stats& stats() const { return stats_; }
   RankStore& store() { return *store_; }
+  // This rank's simulated or real node, and the directory of its storage.
+  int node() const;
+  int nodes() const;
+  const std::string& storage_dir() const { return options_.persist.dir; }
+
+  // Removes everything a job stored for rank `rank` of `nranks`: its lanes,
+  // the partner copy and parity it holds, its flushed versions. Not
+  // collective; never on a rank whose Context is open. A fresh job calls it
+  // first (an old job's versions would outrank its own).
+  static Result<std::vector<std::string>> remove_storage(const Options& options, int rank, int nranks);
 
  private:
-  Context() = default;
+  Context();
   void beat();
+  bool protected_() const;
+  Result<void> open_replicas();
+  // Partner copy or parity of `version` (held by a lane) on the holders.
+  // send/recv: whether this rank sends its copy to its partner and receives
+  // its source's (partner level); whether its group recomputes (xor).
+  Result<void> protect(std::uint64_t version, bool full, bool send, bool recv);
+  Result<void> protect_partner(std::uint64_t version, bool full, bool send, bool recv);
+  Result<void> protect_parity(std::uint64_t version);
+  // Restore paths beyond the local lanes.
+  Result<std::uint64_t> restore_from_pfs(const std::string& why);
+  std::vector<std::byte> payload_copy(std::uint64_t version) const;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm group_ = MPI_COMM_NULL;  // xor: my parity group
+  std::unique_ptr<detail::Topology> topo_;
+  std::unique_ptr<detail::SlotFile> copy_;    // partner: the copy of my source's versions
+  std::unique_ptr<detail::SlotFile> parity_;  // xor: my parity segment
+  std::unique_ptr<detail::PfsFlusher> pfs_;
+  std::vector<std::uint64_t> sent_[2];  // partner: block hashes last sent into each of the holder's slots
+  std::size_t chunk_ = 0;               // xor: bytes per chunk (a parity segment)
+  std::vector<std::byte> scratch_;
   int heartbeat_fd_ = -1;
   std::uint64_t restored_ = 0;  // the version restore() selected, for the heartbeat
   Options options_;

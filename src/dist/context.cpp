@@ -5,21 +5,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 
 #include "cairn/dist.hpp"
+#include "dist/protection.hpp"
+#include "util/hash.hpp"
 
 namespace cairn::dist {
 namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-std::uint64_t allreduce(MPI_Comm comm, std::uint64_t v, MPI_Op op) {
-  std::uint64_t out = 0;
-  MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, op, comm);
-  return out;
 }
 
 // The lowest rank whose flag is false, or size if none.
@@ -52,12 +51,38 @@ bool all_ok(MPI_Comm comm, bool ok) {
   return first_failed(comm, ok) == size;
 }
 
+const char* to_string(Redundancy r) {
+  switch (r) {
+    case Redundancy::local: return "local";
+    case Redundancy::partner: return "partner";
+    case Redundancy::xor_parity: return "xor";
+  }
+  return "?";
+}
+
+Result<Redundancy> parse_redundancy(const std::string& s) {
+  if (s == "local") return Redundancy::local;
+  if (s == "partner") return Redundancy::partner;
+  if (s == "xor") return Redundancy::xor_parity;
+  return make_error(Errc::invalid_argument, "unknown redundancy level '" + s + "': choose local, partner or xor");
+}
+
+Context::Context() = default;
+
 Context::~Context() {
+  pfs_.reset();  // joins a flush in progress
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+  if (!finalized) {
+    if (group_ != MPI_COMM_NULL) MPI_Comm_free(&group_);
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
   if (heartbeat_fd_ >= 0) ::close(heartbeat_fd_);
 }
+
+int Context::node() const { return topo_->node; }
+int Context::nodes() const { return topo_->nodes; }
+bool Context::protected_() const { return options_.redundancy != Redundancy::local || pfs_; }
 
 void Context::beat() {
   if (heartbeat_fd_ < 0) return;
@@ -71,10 +96,33 @@ Result<std::unique_ptr<Context>> Context::create(MPI_Comm comm, Options options)
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
+  // Every rank fails alike: the checks below are collective.
+  auto topo = detail::make_topology(comm, options.ranks_per_node, options.xor_group);
+  if (!topo.ok()) return std::move(topo).error();
+  const auto& t = topo.value();
+  if (options.redundancy != Redundancy::local && t.nodes < 2)
+    return make_error(Errc::invalid_argument,
+                      std::string("redundancy '") + to_string(options.redundancy) +
+                          "' keeps copies on other nodes, "
+                          "and this job has one node: simulate nodes with a ranks-per-node setting, or use local");
+  if (!options.pfs_dir.empty() && options.pfs_every == 0) options.pfs_every = 10;
+  options.persist.dir = detail::node_dir(options.persist.dir, t);
+  std::error_code ec;
+  if (t.simulated) std::filesystem::create_directories(options.persist.dir, ec);
+  if (!options.pfs_dir.empty()) std::filesystem::create_directories(options.pfs_dir, ec);
   auto s = RankStore::create(options.persist, rank, size);
-  if (!s.ok()) return std::move(s).error();
+  Result<void> local;
+  if (!s.ok()) local = s.error();
+  if (auto r = agree(comm, local, "creating the lanes"); !r.ok()) return std::move(r).error();
   std::unique_ptr<Context> c(new Context());
   MPI_Comm_dup(comm, &c->comm_);
+  c->topo_ = std::make_unique<detail::Topology>(t);
+  if (options.redundancy == Redundancy::xor_parity) {
+    const int color = t.group_first * t.ranks_per_node + t.local;
+    MPI_Comm_split(c->comm_, color, t.node, &c->group_);
+  }
+  if (!options.pfs_dir.empty())
+    c->pfs_ = std::make_unique<detail::PfsFlusher>(options.pfs_dir, options.persist.name, rank, size);
   c->options_ = std::move(options);
   c->store_ = std::move(s.value());
   if (const char* dir = std::getenv("CAIRN_HEARTBEAT_DIR"); dir && *dir)
@@ -83,38 +131,206 @@ Result<std::unique_ptr<Context>> Context::create(MPI_Comm comm, Options options)
   return c;
 }
 
-Result<void> Context::open() { return agree(comm_, store_->open(), "open"); }
+Result<std::vector<std::string>> Context::remove_storage(const Options& options, int rank, int nranks) {
+  namespace fs = std::filesystem;
+  detail::Topology t;
+  int rpn = options.ranks_per_node;
+  if (rpn == 0)
+    if (const char* e = std::getenv("CAIRN_RANKS_PER_NODE"); e && *e) rpn = std::atoi(e);
+  if (rpn > 0) {
+    t.simulated = true;
+    t.ranks_per_node = rpn;
+    t.node = rank / rpn;
+  }
+  persist::Options p = options.persist;
+  p.dir = detail::node_dir(p.dir, t);
+  auto out = RankStore::remove_storage(p, rank, nranks);
+  if (!out.ok()) return out;
+  std::error_code ec;
+  const std::string mine = p.name + ".n" + std::to_string(nranks) + ".r" + std::to_string(rank) + ".";
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(p.dir.empty() ? "." : p.dir, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind(mine + "copy-of.", 0) == 0 || f == mine + "xor.pool") files.push_back(e.path().string());
+  }
+  if (!options.pfs_dir.empty())
+    for (auto& f : detail::PfsFlusher::files(options.pfs_dir, p.name, rank, nranks)) files.push_back(f);
+  for (const auto& f : files) {
+    if (!fs::remove(f, ec) && ec) return make_error(Errc::io_error, "cannot remove " + f + ": " + ec.message());
+    out.value().push_back(f);
+  }
+  return out;
+}
 
-Result<std::uint64_t> Context::restore() {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto scanned = store_->scan();
-  Result<void> local;
-  if (!scanned.ok()) local = scanned.error();
-  if (auto r = agree(comm_, local, "reading the lanes"); !r.ok()) return std::move(r).error();
-  const auto held = scanned.value();
-  const std::uint64_t newest = std::max(held[0], held[1]);
-  // I3: G is the newest version every rank holds.
-  const std::uint64_t g = allreduce(comm_, newest, MPI_MIN);
-  const std::uint64_t top = allreduce(comm_, newest, MPI_MAX);
-  // I2 allows newest in {G, G+1}; more means a rank lost versions it had.
-  const bool consistent = newest + 1 >= top && (g == 0 || held[g % 2] == g);
-  const int bad = first_failed(comm_, consistent);
-  if (bad != size()) {
-    // The ranks holding only old versions are the ones whose storage went.
-    return make_error(Errc::corrupted, "rank " + std::to_string(bad) +
-                                           " lacks the versions the other ranks hold (newest " + std::to_string(top) +
-                                           " on some rank, " + std::to_string(g) +
-                                           " on it): its storage was lost or replaced; no global version to restore");
+Result<void> Context::open() {
+  Result<void> local = store_->open();
+  if (!local.ok() && protected_()) {
+    // Storage that cannot be opened (damaged, foreign) is set aside and the
+    // rank starts empty: restore() rebuilds it from its partner copy, its
+    // group's parity or the flushed versions.
+    std::fprintf(stderr, "cairn dist: rank %d: %s; its storage is moved to %s/damaged and rebuilt from %s\n", rank(),
+                 local.error().message.c_str(), storage_dir().c_str(),
+                 options_.redundancy == Redundancy::local ? "the flushed versions" : to_string(options_.redundancy));
+    local = store_->set_aside(local.error().message);
   }
-  if (g == 0) {
-    stats_.restore_seconds = seconds_since(t0);
-    return make_error(Errc::no_version, "no version is held by every rank; start from scratch");
+  if (auto r = agree(comm_, local, "open"); !r.ok()) return r;
+  return agree(comm_, open_replicas(), "opening the partner copies or parity");
+}
+
+Result<void> Context::open_replicas() {
+  const auto& t = *topo_;
+  const std::string base = storage_dir() + "/" + options_.persist.name + ".n" + std::to_string(t.nranks) + ".r" +
+                           std::to_string(t.rank) + ".";
+  auto open_slot = [&](const std::string& path, detail::SlotFile::Kind kind, int source,
+                       std::size_t bytes) -> Result<std::unique_ptr<detail::SlotFile>> {
+    auto f = detail::SlotFile::open(path, kind, t.rank, source, t.nranks, bytes);
+    if (f.ok() || f.error().code != Errc::corrupted) return f;
+    // A damaged or stale copy is worth nothing: set it aside, start empty
+    // (the restore then sees that this rank does not hold it).
+    std::fprintf(stderr, "cairn dist: rank %d: %s; it is moved aside (.damaged) and written anew\n", t.rank,
+                 f.error().message.c_str());
+    std::error_code ec;
+    std::filesystem::rename(path, path + ".damaged", ec);
+    return detail::SlotFile::open(path, kind, t.rank, source, t.nranks, bytes);
+  };
+  if (options_.redundancy == Redundancy::partner) {
+    // The holder needs its source's payload size.
+    std::uint64_t mine = store_->payload_bytes(), theirs = 0;
+    MPI_Sendrecv(&mine, 1, MPI_UINT64_T, t.partner(), 7, &theirs, 1, MPI_UINT64_T, t.source(), 7, comm_,
+                 MPI_STATUS_IGNORE);
+    auto f = open_slot(base + "copy-of.r" + std::to_string(t.source()) + ".pool", detail::SlotFile::Kind::partner,
+                       t.source(), theirs);
+    if (!f.ok()) return std::move(f).error();
+    copy_ = std::move(f.value());
+  } else if (options_.redundancy == Redundancy::xor_parity) {
+    std::uint64_t mine = store_->payload_bytes(), largest = 0;
+    MPI_Allreduce(&mine, &largest, 1, MPI_UINT64_T, MPI_MAX, group_);
+    const std::size_t g = static_cast<std::size_t>(topo_->group_size);
+    chunk_ = ((largest + g - 2) / (g - 1) + 7) / 8 * 8;
+    auto f = open_slot(base + "xor.pool", detail::SlotFile::Kind::parity, t.rank, chunk_);
+    if (!f.ok()) return std::move(f).error();
+    parity_ = std::move(f.value());
   }
-  if (auto r = agree(comm_, store_->select(g), "selecting the global version"); !r.ok()) return std::move(r).error();
-  stats_.restore_seconds = seconds_since(t0);
-  restored_ = g;
-  beat();
-  return g;
+  return {};
+}
+
+std::vector<std::byte> Context::payload_copy(std::uint64_t version) const {
+  std::vector<std::byte> out(store_->payload_bytes());
+  store_->for_each_region(
+      version, [&](std::size_t at, const std::byte* p, std::size_t n) { std::memcpy(out.data() + at, p, n); });
+  return out;
+}
+
+Result<void> Context::protect(std::uint64_t version, bool full, bool send, bool recv) {
+  if (options_.redundancy == Redundancy::partner) return protect_partner(version, full, send, recv);
+  if (options_.redundancy == Redundancy::xor_parity && (send || recv)) return protect_parity(version);
+  return {};
+}
+
+Result<void> Context::protect_partner(std::uint64_t version, bool full, bool send, bool recv) {
+  constexpr std::size_t B = RankStore::kBlock;
+  const auto& t = *topo_;
+  const int slot = static_cast<int>(version % 2);
+  // Sender: hash every block of the payload (a region's last block padded
+  // with zeros in scratch), pick the ones that changed since this slot's.
+  std::vector<std::uint64_t> hashes;
+  std::vector<std::pair<const std::byte*, std::size_t>> blocks;  // address, index
+  std::vector<std::uint64_t> changed;
+  std::size_t partial = 0;
+  if (send) {
+    hashes.resize(store_->payload_bytes() / B);
+    blocks.resize(hashes.size());
+    std::size_t tails = 0;
+    store_->for_each_region(version, [&](std::size_t, const std::byte*, std::size_t n) { tails += n % B ? 1 : 0; });
+    scratch_.assign(tails * B, std::byte{0});
+    store_->for_each_region(version, [&](std::size_t at, const std::byte* p, std::size_t n) {
+      for (std::size_t off = 0; off < n; off += B) {
+        const std::byte* b = p + off;
+        if (n - off < B) {
+          std::byte* tail = scratch_.data() + partial++ * B;
+          std::memcpy(tail, b, n - off);
+          b = tail;
+        }
+        const std::size_t i = (at + off) / B;
+        blocks[i] = {b, i};
+        hashes[i] = util::hash_bytes(b, B, i);
+      }
+    });
+    const auto& prev = sent_[slot];
+    for (std::size_t i = 0; i < hashes.size(); ++i)
+      if (full || prev.size() != hashes.size() || prev[i] != hashes[i]) changed.push_back(i);
+  }
+  // Header exchange: {version, blocks, checksum}, then the block list.
+  std::uint64_t out_h[3] = {version, changed.size(), send ? detail::payload_checksum(hashes) : 0}, in_h[3] = {0, 0, 0};
+  MPI_Request req[2];
+  int nreq = 0;
+  if (recv) MPI_Irecv(in_h, 3, MPI_UINT64_T, t.source(), 11, comm_, &req[nreq++]);
+  if (send) MPI_Isend(out_h, 3, MPI_UINT64_T, t.partner(), 11, comm_, &req[nreq++]);
+  MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+  Result<void> result;
+  std::vector<std::uint64_t> in_list;
+  if (recv) {
+    if (in_h[0] != version)
+      result = make_error(Errc::corrupted, "rank " + std::to_string(t.source()) + " sent version " +
+                                               std::to_string(in_h[0]) + " while " + std::to_string(version) +
+                                               " was expected");
+    in_list.resize(in_h[1]);
+    if (result.ok()) result = copy_->begin(version);
+  }
+  nreq = 0;
+  if (recv)
+    MPI_Irecv(in_list.data(), static_cast<int>(in_list.size()), MPI_UINT64_T, t.source(), 12, comm_, &req[nreq++]);
+  if (send)
+    MPI_Isend(changed.data(), static_cast<int>(changed.size()), MPI_UINT64_T, t.partner(), 12, comm_, &req[nreq++]);
+  MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+  // The blocks, straight from the lane into the holder's slot.
+  std::vector<MPI_Request> reqs;
+  reqs.reserve(in_list.size() + changed.size());
+  if (recv)
+    for (auto i : in_list) {
+      std::byte* dst = copy_->data(slot) + i * B;
+      if ((i + 1) * B > copy_->bytes()) {
+        result = make_error(Errc::corrupted, "a partner block out of range");
+        dst = nullptr;
+      }
+      reqs.emplace_back();
+      MPI_Irecv(dst ? static_cast<void*>(dst) : static_cast<void*>(scratch_.data()), dst ? static_cast<int>(B) : 0,
+                MPI_BYTE, t.source(), 13, comm_, &reqs.back());
+    }
+  for (auto i : changed) {
+    reqs.emplace_back();
+    MPI_Isend(blocks[i].first, static_cast<int>(B), MPI_BYTE, t.partner(), 13, comm_, &reqs.back());
+  }
+  MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+  if (recv && result.ok()) result = copy_->publish(version, in_h[2]);
+  if (send) {
+    stats_.redundancy_blocks_sent += changed.size();
+    stats_.redundancy_blocks += hashes.size();
+    stats_.redundancy_bytes_sent += changed.size() * B;
+    sent_[slot] = std::move(hashes);
+  }
+  if (!result.ok()) sent_[0].clear(), sent_[1].clear();
+  return result;
+}
+
+Result<void> Context::protect_parity(std::uint64_t version) {
+  const std::size_t g = static_cast<std::size_t>(topo_->group_size);
+  const std::size_t j = static_cast<std::size_t>(topo_->node - topo_->group_first);
+  // Member j's chunk c goes to segment (j + 1 + c) mod g.
+  scratch_.assign(g * chunk_, std::byte{0});
+  store_->for_each_region(version, [&](std::size_t at, const std::byte* p, std::size_t n) {
+    for (std::size_t off = 0; off < n;) {
+      const std::size_t c = (at + off) / chunk_, in = (at + off) % chunk_, len = std::min(n - off, chunk_ - in);
+      std::memcpy(scratch_.data() + ((j + 1 + c) % g) * chunk_ + in, p + off, len);
+      off += len;
+    }
+  });
+  Result<void> result = parity_->begin(version);
+  std::byte* mine = parity_->data(static_cast<int>(version % 2));
+  MPI_Reduce_scatter_block(scratch_.data(), mine, static_cast<int>(chunk_ / 8), MPI_UINT64_T, MPI_BXOR, group_);
+  stats_.redundancy_bytes_sent += (g - 1) * chunk_;
+  if (result.ok()) result = parity_->publish(version, detail::payload_checksum(detail::block_hashes(mine, chunk_)));
+  return result;
 }
 
 Result<std::uint64_t> Context::commit() {
@@ -126,17 +342,321 @@ Result<std::uint64_t> Context::commit() {
   const auto t1 = std::chrono::steady_clock::now();
   Result<void> r;
   if (!local.ok()) r = local.error();
-  r = agree(comm_, r, "the local commit of version " + std::to_string(v));
+  std::chrono::steady_clock::time_point t2 = t1;
+  if (options_.redundancy != Redundancy::local) {
+    // Copies of V only once every rank holds V locally, and durable on their
+    // holders before V is global.
+    r = agree(comm_, r, "the local commit of version " + std::to_string(v));
+    if (r.ok()) r = protect(v, false, true, true);
+    t2 = std::chrono::steady_clock::now();
+  }
+  r = agree(comm_, r,
+            (options_.redundancy == Redundancy::local ? "the local commit of version " : "protecting version ") +
+                std::to_string(v));
   stats_.local_commit_seconds += std::chrono::duration<double>(t1 - t0).count();
-  stats_.agree_seconds += seconds_since(t1);
+  stats_.redundancy_seconds += std::chrono::duration<double>(t2 - t1).count();
+  stats_.agree_seconds += seconds_since(t2);
   if (!r.ok()) {
     store_->retry();
+    sent_[0].clear();
+    sent_[1].clear();
     return std::move(r).error();
   }
   store_->advance();
   ++stats_.commits;
+  if (pfs_ && v % options_.pfs_every == 0) {
+    // The flush works on a copy: the lane is written again two versions on.
+    const auto tp = std::chrono::steady_clock::now();
+    auto buf = pfs_->take_buffer();
+    buf.resize(store_->payload_bytes());
+    store_->for_each_region(
+        v, [&](std::size_t at, const std::byte* p, std::size_t n) { std::memcpy(buf.data() + at, p, n); });
+    auto f = pfs_->start(v, std::move(buf));
+    stats_.pfs_copy_seconds += seconds_since(tp);
+    if (!f.ok()) std::fprintf(stderr, "cairn dist: rank %d: %s\n", rank(), f.error().message.c_str());
+    ++stats_.pfs_flushes;
+  }
   beat();
   return v;
+}
+
+namespace {
+
+// What each rank tells the others at restore.
+struct Info {
+  std::uint64_t held[2];    // its lanes (0, 0: lost or fresh)
+  std::uint64_t copy[2];    // partner: the slots of the copy it holds for its source
+  std::uint64_t parity[2];  // xor: the slots of its parity segment
+  std::uint64_t pfs[2];     // its two newest flushed versions
+  std::uint64_t lost;       // its storage was damaged and set aside
+  std::uint64_t newest() const { return std::max(held[0], held[1]); }
+};
+static_assert(sizeof(Info) == 9 * 8);
+
+}  // namespace
+
+Result<std::uint64_t> Context::restore() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto& t = *topo_;
+  stats_.rebuilt_ranks = 0;
+  auto scanned = store_->scan();
+  Result<void> local;
+  bool set_aside = false;
+  if (!scanned.ok() && protected_()) {
+    std::fprintf(stderr, "cairn dist: rank %d: %s; rebuilding it\n", rank(), scanned.error().message.c_str());
+    local = store_->set_aside(scanned.error().message);
+    set_aside = true;
+  } else if (!scanned.ok()) {
+    local = scanned.error();
+  }
+  if (auto r = agree(comm_, local, "reading the lanes"); !r.ok()) return std::move(r).error();
+
+  Info mine{};
+  mine.held[0] = store_->held()[0];
+  mine.held[1] = store_->held()[1];
+  for (int i = 0; i < 2; ++i) {
+    mine.copy[i] = copy_ ? copy_->held(i) : 0;
+    mine.parity[i] = parity_ ? parity_->held(i) : 0;
+  }
+  if (pfs_) {
+    const auto v = pfs_->versions();
+    for (std::size_t i = 0; i < 2 && i < v.size(); ++i) mine.pfs[i] = v[i];
+  }
+  mine.lost = set_aside ? 1 : 0;
+  std::vector<Info> all(static_cast<std::size_t>(t.nranks));
+  MPI_Allgather(&mine, 9, MPI_UINT64_T, all.data(), 9, MPI_UINT64_T, comm_);
+
+  std::uint64_t top = 0;
+  for (const auto& i : all) top = std::max(top, i.newest());
+  std::vector<char> lost(all.size(), 0);
+  bool any_lost = false;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    lost[r] = top > 0 && all[r].newest() == 0 ? 1 : 0;
+    any_lost = any_lost || lost[r];
+  }
+  auto finish = [&](std::uint64_t g, const char* from) -> Result<std::uint64_t> {
+    stats_.restore_seconds = seconds_since(t0);
+    stats_.restored_from = from;
+    restored_ = g;
+    beat();
+    return g;
+  };
+
+  // G: the newest version every surviving rank holds and every lost rank's
+  // copy or parity holds (I2: survivors hold G or G + 1).
+  std::uint64_t g = UINT64_MAX;
+  std::string why;  // why the lanes, copies and parity cannot give G
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (!lost[r]) g = std::min(g, all[r].newest());
+  const auto group_members = [&](int r) {
+    std::vector<int> m;
+    const auto [first, count] = t.group_of(r / t.ranks_per_node);
+    for (int n = first; n < first + count; ++n) m.push_back(t.rank_of(n, r % t.ranks_per_node));
+    return m;
+  };
+  const auto holder_of = [&](int r) { return t.rank_of((r / t.ranks_per_node + 1) % t.nodes, r % t.ranks_per_node); };
+  for (std::size_t r = 0; r < all.size() && why.empty(); ++r) {
+    if (!lost[r]) continue;
+    const std::string who = "rank " + std::to_string(r) + " (node " + std::to_string(r / t.ranks_per_node) + ")";
+    if (options_.redundancy == Redundancy::local) {
+      why = "rank " + std::to_string(r) + " lacks the versions the other ranks hold (newest " + std::to_string(top) +
+            " on some rank, none on it): its storage was lost, and redundancy is local (no partner copy or parity)";
+    } else if (options_.redundancy == Redundancy::partner) {
+      const int h = holder_of(static_cast<int>(r));
+      if (lost[static_cast<std::size_t>(h)])
+        why = who + " and rank " + std::to_string(h) + ", which holds its partner copy, both lost their storage";
+      else
+        g = std::min(g, std::max(all[static_cast<std::size_t>(h)].copy[0], all[static_cast<std::size_t>(h)].copy[1]));
+    } else {
+      for (int m : group_members(static_cast<int>(r))) {
+        if (m == static_cast<int>(r)) continue;
+        if (lost[static_cast<std::size_t>(m)])
+          why = who + " and rank " + std::to_string(m) +
+                " of its parity group both lost their storage (XOR parity "
+                "survives one lost node per group)";
+        else
+          g = std::min(
+              g, std::max(all[static_cast<std::size_t>(m)].parity[0], all[static_cast<std::size_t>(m)].parity[1]));
+      }
+    }
+  }
+  if (why.empty() && top > 0) {
+    // Every survivor must hold G in lane G % 2 and every copy or parity the
+    // rebuild reads must hold G in slot G % 2; a newest beyond G + 1 means a
+    // rank lost versions it had.
+    for (std::size_t r = 0; r < all.size() && why.empty(); ++r) {
+      if (lost[r]) continue;
+      if (all[r].held[g % 2] != g || all[r].newest() > g + 1 || top > g + 1)
+        why = "rank " + std::to_string(r) + " lacks the versions the other ranks hold (newest " + std::to_string(top) +
+              " on some rank, " + std::to_string(all[r].newest()) +
+              " on it): its storage was lost or replaced; no global version to restore";
+    }
+    for (std::size_t r = 0; r < all.size() && why.empty() && any_lost; ++r) {
+      if (!lost[r]) continue;
+      if (options_.redundancy == Redundancy::partner) {
+        const int h = holder_of(static_cast<int>(r));
+        if (all[static_cast<std::size_t>(h)].copy[g % 2] != g)
+          why = "the partner copy of rank " + std::to_string(r) + " on rank " + std::to_string(h) +
+                " does not hold version " + std::to_string(g);
+      } else {
+        for (int m : group_members(static_cast<int>(r)))
+          if (m != static_cast<int>(r) && all[static_cast<std::size_t>(m)].parity[g % 2] != g)
+            why = "the parity of rank " + std::to_string(m) + " does not hold version " + std::to_string(g) +
+                  " needed to rebuild rank " + std::to_string(r);
+      }
+    }
+  }
+  if (top == 0 || !why.empty()) {
+    bool any_pfs = false;
+    for (const auto& i : all) any_pfs = any_pfs || i.pfs[0] != 0;
+    if (top == 0 && !any_pfs) {
+      stats_.restore_seconds = seconds_since(t0);
+      return make_error(Errc::no_version, "no version is held by every rank; start from scratch");
+    }
+    if (!pfs_) return make_error(Errc::corrupted, why);
+    auto p = restore_from_pfs(why.empty() ? "no rank holds a version" : why);
+    if (!p.ok()) return p;
+    return finish(p.value(), "pfs");
+  }
+
+  // Rebuild the lost ranks at G.
+  Result<void> rebuilt;
+  const char* from = "local";
+  if (any_lost && options_.redundancy == Redundancy::partner) {
+    from = "partner";
+    const bool source_lost = lost[static_cast<std::size_t>(t.source())];
+    const int slot = static_cast<int>(g % 2);
+    int ok = !source_lost || copy_->verify(slot) ? 1 : 0;
+    if (!ok)
+      rebuilt = make_error(Errc::corrupted, copy_->path() + ": the partner copy of version " + std::to_string(g) +
+                                                " of rank " + std::to_string(t.source()) + " fails its checksum");
+    if (auto r = agree(comm_, rebuilt, "verifying the partner copies"); !r.ok()) {
+      if (!pfs_) return std::move(r).error();
+      auto p = restore_from_pfs(r.error().message);
+      if (!p.ok()) return p;
+      return finish(p.value(), "pfs");
+    }
+    MPI_Request req[2];
+    int n = 0;
+    std::vector<std::byte> payload;
+    if (lost[static_cast<std::size_t>(t.rank)]) {
+      payload.resize(store_->payload_bytes());
+      MPI_Irecv(payload.data(), static_cast<int>(payload.size()), MPI_BYTE, t.partner(), 21, comm_, &req[n++]);
+    }
+    if (source_lost)
+      MPI_Isend(copy_->data(slot), static_cast<int>(copy_->bytes()), MPI_BYTE, t.source(), 21, comm_, &req[n++]);
+    MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+    if (!payload.empty()) rebuilt = store_->rewrite(g, payload.data());
+  } else if (any_lost) {
+    from = "xor";
+    // Groups with a lost member: survivors contribute G, the lost member
+    // zeros; member t's parity XOR the result is the lost member's chunk.
+    const auto members = group_members(t.rank);
+    int lost_member = -1;
+    for (int m : members)
+      if (lost[static_cast<std::size_t>(m)]) lost_member = m;
+    if (lost_member >= 0) {
+      const std::size_t gsz = members.size();
+      const std::size_t j = static_cast<std::size_t>(t.node - t.group_first);
+      const std::size_t k = static_cast<std::size_t>(lost_member / t.ranks_per_node - t.group_first);
+      const int slot = static_cast<int>(g % 2);
+      Result<void> check;
+      if (lost_member != t.rank && !parity_->verify(slot))
+        check = make_error(Errc::corrupted,
+                           parity_->path() + ": the parity of version " + std::to_string(g) + " fails its checksum");
+      int ok = check.ok() ? 1 : 0, all_ok_group = 0;
+      MPI_Allreduce(&ok, &all_ok_group, 1, MPI_INT, MPI_MIN, group_);
+      if (!all_ok_group)
+        rebuilt = check.ok() ? make_error(Errc::corrupted, "a parity segment of the group is damaged") : check;
+      std::vector<std::byte> q(chunk_);
+      scratch_.assign(gsz * chunk_, std::byte{0});
+      if (lost_member != t.rank) {
+        store_->for_each_region(g, [&](std::size_t at, const std::byte* p, std::size_t n) {
+          for (std::size_t off = 0; off < n;) {
+            const std::size_t c = (at + off) / chunk_, in = (at + off) % chunk_, len = std::min(n - off, chunk_ - in);
+            std::memcpy(scratch_.data() + ((j + 1 + c) % gsz) * chunk_ + in, p + off, len);
+            off += len;
+          }
+        });
+      }
+      if (all_ok_group) {
+        MPI_Reduce_scatter_block(scratch_.data(), q.data(), static_cast<int>(chunk_ / 8), MPI_UINT64_T, MPI_BXOR,
+                                 group_);
+        if (lost_member == t.rank) {
+          // Chunk c arrives from the member holding segment (k + 1 + c) mod g.
+          std::vector<std::byte> padded((gsz - 1) * chunk_);
+          std::vector<MPI_Request> reqs(gsz - 1);
+          for (std::size_t c = 0; c + 1 < gsz; ++c) {
+            const int seg = static_cast<int>((k + 1 + c) % gsz);
+            MPI_Irecv(padded.data() + c * chunk_, static_cast<int>(chunk_), MPI_BYTE, seg, 22, group_, &reqs[c]);
+          }
+          MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+          rebuilt = store_->rewrite(g, padded.data());
+        } else {
+          const std::byte* p = parity_->data(slot);
+          for (std::size_t i = 0; i < chunk_; ++i) q[i] ^= p[i];
+          MPI_Send(q.data(), static_cast<int>(chunk_), MPI_BYTE, static_cast<int>(k), 22, group_);
+        }
+      }
+    }
+  }
+  if (auto r = agree(comm_, rebuilt, "rebuilding the lost ranks"); !r.ok()) return std::move(r).error();
+  for (std::size_t r = 0; r < lost.size(); ++r) stats_.rebuilt_ranks += lost[r] ? 1 : 0;
+  const Result<void> selected = lost[static_cast<std::size_t>(t.rank)] ? Result<void>{} : store_->select(g);
+  if (auto r = agree(comm_, selected, "selecting the global version"); !r.ok()) return std::move(r).error();
+
+  // Protect G again where a copy or parity is missing: the rebuilt ranks'
+  // holders' slots, or slots lost with a node.
+  if (options_.redundancy == Redundancy::partner) {
+    auto needs = [&](int s) {
+      const int h = holder_of(s);
+      return lost[static_cast<std::size_t>(h)] || all[static_cast<std::size_t>(h)].copy[g % 2] != g;
+    };
+    const bool send = needs(t.rank), recv = needs(t.source());
+    if (auto r = agree(comm_, protect_partner(g, true, send, recv), "protecting the restored version"); !r.ok())
+      return std::move(r).error();
+  } else if (options_.redundancy == Redundancy::xor_parity) {
+    bool again = false;
+    for (int m : group_members(t.rank))
+      again = again || lost[static_cast<std::size_t>(m)] || all[static_cast<std::size_t>(m)].parity[g % 2] != g;
+    Result<void> r;
+    if (again) r = protect_parity(g);
+    if (auto a = agree(comm_, r, "protecting the restored version"); !a.ok()) return std::move(a).error();
+  }
+  return finish(g, any_lost ? from : "local");
+}
+
+Result<std::uint64_t> Context::restore_from_pfs(const std::string& why) {
+  // The newest version every rank flushed completely.
+  std::uint64_t mine[2] = {0, 0};
+  const auto v = pfs_->versions();
+  for (std::size_t i = 0; i < 2 && i < v.size(); ++i) mine[i] = v[i];
+  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(size()));
+  MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, comm_);
+  std::uint64_t p = 0;
+  for (const std::uint64_t candidate : all) {
+    if (candidate <= p) continue;
+    bool everywhere = true;
+    for (std::size_t r = 0; r < all.size(); r += 2)
+      everywhere = everywhere && (all[r] == candidate || all[r + 1] == candidate);
+    if (everywhere) p = candidate;
+  }
+  if (p == 0)
+    return make_error(Errc::corrupted, why + "; and no flushed version in " + options_.pfs_dir +
+                                           " is complete on every rank: no global version to restore");
+  std::vector<std::byte> payload(store_->payload_bytes());
+  Result<void> r = pfs_->read(p, payload);
+  if (r.ok()) r = store_->rewrite(p, payload.data());
+  if (auto a = agree(comm_, r, "restoring flushed version " + std::to_string(p)); !a.ok()) return std::move(a).error();
+  if (rank() == 0)
+    std::fprintf(stderr, "cairn dist: %s; restored flushed version %llu from %s\n", why.c_str(),
+                 static_cast<unsigned long long>(p), options_.pfs_dir.c_str());
+  sent_[0].clear();
+  sent_[1].clear();
+  if (auto a = agree(comm_, protect(p, true, true, true), "protecting the restored version"); !a.ok())
+    return std::move(a).error();
+  stats_.rebuilt_ranks = static_cast<std::uint64_t>(size());
+  return p;
 }
 
 }  // namespace cairn::dist

@@ -35,14 +35,20 @@ struct Args {
   std::uint64_t kill_at = 0;
   std::string kill_when = "compute";  // compute | before-local | after-local
   std::uint64_t stall_others_ms = 0;  // the other ranks wait this long before their local commit of kill_at
+  std::string redundancy = "local", pfs_dir;
+  int ranks_per_node = 0, xor_group = 4;
+  std::uint64_t pfs_every = 0;
+  std::uint64_t changing_words = 0;  // 0: every word changes every version; else only the first this many
 };
 
 // Version v of rank r's state, from version v-1 (version 0: the initial state).
 void initial(std::vector<std::uint64_t>& x, int rank) {
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = cairn::util::mix64(static_cast<std::uint64_t>(rank) << 40 | i);
 }
-void step(const std::uint64_t* in, std::uint64_t* out, std::size_t n, std::uint64_t v, int rank) {
-  for (std::size_t i = 0; i < n; ++i) out[i] = cairn::util::mix64(in[i] ^ (v * 0x9E3779B97F4A7C15ULL + rank));
+void step(const std::uint64_t* in, std::uint64_t* out, std::size_t n, std::size_t changing, std::uint64_t v, int rank) {
+  const std::size_t m = changing ? std::min(changing, n) : n;
+  for (std::size_t i = 0; i < m; ++i) out[i] = cairn::util::mix64(in[i] ^ (v * 0x9E3779B97F4A7C15ULL + rank));
+  if (m < n) std::memcpy(out + m, in + m, (n - m) * 8);
 }
 std::uint64_t counter_after(std::uint64_t v) { return v * (v + 1) / 2; }
 
@@ -56,6 +62,11 @@ int run(const Args& a) {
   o.persist.dir = a.dir;
   o.persist.name = "worker";
   o.persist.threads = 1;
+  o.redundancy = cairn::dist::parse_redundancy(a.redundancy).value();
+  o.ranks_per_node = a.ranks_per_node;
+  o.xor_group = a.xor_group;
+  o.pfs_dir = a.pfs_dir;
+  o.pfs_every = a.pfs_every;
   const bool killer = rank == a.kill_rank;
   if (killer && a.kill_when == "before-local")
     o.before_local_commit = [&](std::uint64_t v) {
@@ -70,7 +81,7 @@ int run(const Args& a) {
       if (v == a.kill_at) std::this_thread::sleep_for(std::chrono::milliseconds(a.stall_others_ms));
     };
   // A fresh job starts on empty storage: an old job's versions would outrank it.
-  if (!a.resume) cairn::dist::RankStore::remove_storage(o.persist, rank, size).value();
+  if (!a.resume) cairn::dist::Context::remove_storage(o, rank, size).value();
   auto ctx = cairn::dist::Context::create(MPI_COMM_WORLD, o).value();
   auto* x = ctx->dual_region("x", a.words * 8).value();
   auto* count = ctx->region("count", 64).value();
@@ -84,7 +95,7 @@ int run(const Args& a) {
   std::uint64_t ref_version = 0;
   auto advance_ref = [&](std::uint64_t to) {
     for (; ref_version < to; ++ref_version) {
-      step(ref.data(), tmp.data(), a.words, ref_version + 1, rank);
+      step(ref.data(), tmp.data(), a.words, a.changing_words, ref_version + 1, rank);
       ref.swap(tmp);
     }
   };
@@ -104,9 +115,10 @@ int run(const Args& a) {
     }
     start = g.value();
     const auto& held = ctx->store().held();
-    std::printf("restored rank=%d version=%llu lanes=%llu,%llu match=%d restore_ms=%.3f\n", rank,
+    std::printf("restored rank=%d version=%llu lanes=%llu,%llu match=%d restore_ms=%.3f from=%s rebuilt=%llu\n", rank,
                 static_cast<unsigned long long>(start), static_cast<unsigned long long>(held[0]),
-                static_cast<unsigned long long>(held[1]), matches(start) ? 1 : 0, ctx->stats().restore_seconds * 1e3);
+                static_cast<unsigned long long>(held[1]), matches(start) ? 1 : 0, ctx->stats().restore_seconds * 1e3,
+                ctx->stats().restored_from.c_str(), static_cast<unsigned long long>(ctx->stats().rebuilt_ranks));
     std::fflush(stdout);
   } else {
     initial(ref, rank);
@@ -119,17 +131,22 @@ int run(const Args& a) {
   for (std::uint64_t v = start + 1; v <= a.iterations; ++v) {
     if (killer && a.kill_when == "compute" && v == a.kill_at) raise(SIGKILL);
     ctx->begin().value();
-    step(x->read<std::uint64_t>(), x->write<std::uint64_t>(), a.words, v, rank);
+    step(x->read<std::uint64_t>(), x->write<std::uint64_t>(), a.words, a.changing_words, v, rank);
     count->as<std::uint64_t>()[0] += v;
     if (a.sleep_us) std::this_thread::sleep_for(std::chrono::microseconds(a.sleep_us));
     ctx->commit().value();
   }
   const std::uint64_t end = std::max(start, a.iterations);
   const auto& s = ctx->stats();
-  std::printf("done rank=%d version=%llu match=%d commits=%llu local_us=%.2f agree_us=%.2f\n", rank,
-              static_cast<unsigned long long>(ctx->version()), ctx->version() == end && matches(end) ? 1 : 0,
-              static_cast<unsigned long long>(s.commits), s.commits ? s.local_commit_seconds / s.commits * 1e6 : 0.0,
-              s.commits ? s.agree_seconds / s.commits * 1e6 : 0.0);
+  const double per = s.commits ? 1e6 / static_cast<double>(s.commits) : 0.0;
+  std::printf(
+      "done rank=%d version=%llu match=%d commits=%llu local_us=%.2f redundancy_us=%.2f agree_us=%.2f "
+      "sent_blocks=%llu of_blocks=%llu sent_bytes=%llu pfs_flushes=%llu pfs_wait_us=%.2f\n",
+      rank, static_cast<unsigned long long>(ctx->version()), ctx->version() == end && matches(end) ? 1 : 0,
+      static_cast<unsigned long long>(s.commits), s.local_commit_seconds * per, s.redundancy_seconds * per,
+      s.agree_seconds * per, static_cast<unsigned long long>(s.redundancy_blocks_sent),
+      static_cast<unsigned long long>(s.redundancy_blocks), static_cast<unsigned long long>(s.redundancy_bytes_sent),
+      static_cast<unsigned long long>(s.pfs_flushes), s.pfs_copy_seconds * per);
   std::fflush(stdout);
   return 0;
 }
@@ -150,6 +167,13 @@ int main(int argc, char** argv) {
   cli.add_option("--kill-when", a.kill_when, "compute | before-local | after-local")
       ->check(CLI::IsMember({"compute", "before-local", "after-local"}));
   cli.add_option("--stall-others-ms", a.stall_others_ms, "the other ranks wait this long before committing --kill-at");
+  cli.add_option("--redundancy", a.redundancy, "local | partner | xor")
+      ->check(CLI::IsMember({"local", "partner", "xor"}));
+  cli.add_option("--ranks-per-node", a.ranks_per_node, "simulated nodes of this many ranks (<dir>/node<k>)");
+  cli.add_option("--xor-group", a.xor_group, "nodes per parity group");
+  cli.add_option("--pfs-dir", a.pfs_dir, "flush every --pfs-every versions here, asynchronously");
+  cli.add_option("--pfs-every", a.pfs_every, "versions between flushes");
+  cli.add_option("--changing-words", a.changing_words, "only the first N words change each version (0: all)");
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
