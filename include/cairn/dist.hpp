@@ -271,6 +271,10 @@ struct Options {
   // right before the local commit).
   std::function<void(std::uint64_t version)> after_local_commit;
   std::function<void(std::uint64_t version)> before_local_commit;
+  // Called on every rank during restore(): "rebuilt" once the lost ranks
+  // hold the global version again, "protected" once their copies or parity
+  // were written again (fault injection during recovery).
+  std::function<void(const std::string& stage)> restore_stage;
 };
 
 struct Stats {

@@ -602,6 +602,7 @@ Result<std::uint64_t> Context::restore() {
   }
   if (auto r = agree(comm_, rebuilt, "rebuilding the lost ranks"); !r.ok()) return std::move(r).error();
   for (std::size_t r = 0; r < lost.size(); ++r) stats_.rebuilt_ranks += lost[r] ? 1 : 0;
+  if (options_.restore_stage) options_.restore_stage("rebuilt");
   const Result<void> selected = lost[static_cast<std::size_t>(t.rank)] ? Result<void>{} : store_->select(g);
   if (auto r = agree(comm_, selected, "selecting the global version"); !r.ok()) return std::move(r).error();
 
@@ -623,6 +624,7 @@ Result<std::uint64_t> Context::restore() {
     if (again) r = protect_parity(g);
     if (auto a = agree(comm_, r, "protecting the restored version"); !a.ok()) return std::move(a).error();
   }
+  if (options_.restore_stage) options_.restore_stage("protected");
   return finish(g, any_lost ? from : "local");
 }
 

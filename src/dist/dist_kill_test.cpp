@@ -29,6 +29,7 @@ using cairn::testing::TempDir;
 struct RankLine {
   std::uint64_t version = 0, lane_a = 0, lane_b = 0;
   int match = -1;
+  std::string from;
 };
 
 // "restored rank=R version=G lanes=A,B match=M" or "done rank=R version=V
@@ -49,6 +50,7 @@ std::map<int, RankLine> parse(const std::string& out, const std::string& what) {
     RankLine l;
     l.version = std::stoull(field("version"));
     l.match = std::stoi(field("match"));
+    l.from = field("from");
     if (const std::string lanes = field("lanes"); !lanes.empty()) {
       l.lane_a = std::stoull(lanes.substr(0, lanes.find(',')));
       l.lane_b = std::stoull(lanes.substr(lanes.find(',') + 1));
@@ -64,8 +66,60 @@ class DistKill : public ::testing::Test {
   std::vector<std::string> job(int ranks, const std::vector<std::string>& args) const {
     std::vector<std::string> a{"--oversubscribe", "-n", std::to_string(ranks), CAIRN_DIST_WORKER, "--dir", dir.path()};
     a.insert(a.end(), args.begin(), args.end());
+    a.insert(a.end(), level.begin(), level.end());
     return a;
   }
+  // Starts an endless job, waits until every rank has opened its storage,
+  // then SIGKILLs the ranks `victims` together after a random 50-700 ms and
+  // waits for mpirun to end the job.
+  void run_and_kill(int ranks, const std::string& strategy, const std::vector<int>& victims, std::mt19937& rng) const {
+    const std::string log = dir.file("job.log");
+    std::vector<std::string> words{CAIRN_MPIEXEC};
+    for (auto& w : job(ranks, {"--strategy", strategy, "--iterations", "100000", "--sleep-us", "200"}))
+      words.push_back(w);
+    std::vector<char*> argv;
+    for (auto& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      FILE* f = std::fopen(log.c_str(), "w");
+      if (f) {
+        dup2(fileno(f), 1);
+        dup2(fileno(f), 2);
+      }
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    ASSERT_GT(pid, 0);
+    // Every rank writes its pid once its storage is open; the first commit
+    // follows within milliseconds.
+    std::vector<pid_t> pids(static_cast<std::size_t>(ranks), 0);
+    for (int tries = 0; tries < 600; ++tries) {
+      bool all = true;
+      for (int r = 0; r < ranks; ++r) {
+        auto& p = pids[static_cast<std::size_t>(r)];
+        if (p == 0) std::ifstream(dir.file("pid." + std::to_string(r))) >> p;
+        all = all && p > 0;
+      }
+      if (all) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(50, 700)(rng)));
+    for (int v : victims) {
+      const pid_t rank_pid = pids[static_cast<std::size_t>(v)];
+      ASSERT_GT(rank_pid, 0);
+      ASSERT_EQ(kill(rank_pid, SIGKILL), 0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "mpirun should report the killed ranks";
+    for (int r = 0; r < ranks; ++r) std::filesystem::remove(dir.file("pid." + std::to_string(r)));
+  }
+  void fresh_dir() const {
+    std::filesystem::remove_all(dir.path());
+    std::filesystem::create_directories(dir.path());
+  }
+  std::vector<std::string> level;  // redundancy options of every job
   Outcome mpirun(int ranks, const std::vector<std::string>& args) const {
     Outcome o = cairn::testing::run_program(CAIRN_MPIEXEC, job(ranks, args));
     std::ofstream(dir.file("run.log"), std::ios::app) << o.output;
@@ -90,8 +144,10 @@ class DistKill : public ::testing::Test {
       EXPECT_EQ(l.version, std::max(g, iterations)) << o.output;
       EXPECT_EQ(l.match, 1) << "rank " << rank << " ended in a wrong state\n" << o.output;
     }
+    last_from = restored.begin()->second.from;
     return g;
   }
+  mutable std::string last_from;  // how the last resume_and_check restored (local, partner, xor, pfs)
   TempDir dir;
 };
 
@@ -147,53 +203,89 @@ TEST_F(DistKill, RandomKillsRestoreOneGlobalVersion) {
     const int ranks = 2 + round;
     const std::string strategy = strategies[round];
     SCOPED_TRACE(strategy + " on " + std::to_string(ranks) + " ranks");
-    const std::string log = dir.file("job.log");
-    std::vector<std::string> words{CAIRN_MPIEXEC};
-    for (auto& w : job(ranks, {"--strategy", strategy, "--iterations", "100000", "--sleep-us", "200"}))
-      words.push_back(w);
-    std::vector<char*> argv;
-    for (auto& w : words) argv.push_back(w.data());
-    argv.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      FILE* f = std::fopen(log.c_str(), "w");
-      if (f) {
-        dup2(fileno(f), 1);
-        dup2(fileno(f), 2);
-      }
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    ASSERT_GT(pid, 0);
-    const int victim = std::uniform_int_distribution<int>(0, ranks - 1)(rng);
-    // Every rank writes its pid once its storage is open; the first commit
-    // follows within a millisecond, the kill 50 to 700 ms later.
-    std::vector<pid_t> pids(static_cast<std::size_t>(ranks), 0);
-    for (int tries = 0; tries < 600; ++tries) {
-      bool all = true;
-      for (int r = 0; r < ranks; ++r) {
-        auto& p = pids[static_cast<std::size_t>(r)];
-        if (p == 0) std::ifstream(dir.file("pid." + std::to_string(r))) >> p;
-        all = all && p > 0;
-      }
-      if (all) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    const auto delay = std::chrono::milliseconds(std::uniform_int_distribution<int>(50, 700)(rng));
-    std::this_thread::sleep_for(delay);
-    const pid_t rank_pid = pids[static_cast<std::size_t>(victim)];
-    ASSERT_GT(rank_pid, 0);
-    ASSERT_EQ(kill(rank_pid, SIGKILL), 0);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "mpirun should report the killed rank";
+    run_and_kill(ranks, strategy, {std::uniform_int_distribution<int>(0, ranks - 1)(rng)}, rng);
     const std::uint64_t g = resume_and_check(ranks, strategy, 0);
-    EXPECT_GT(g, 0u) << "killed after " << delay.count() << " ms: no version was committed";
+    EXPECT_GT(g, 0u) << "no version was committed before the kill";
     // And the job goes on from there.
     EXPECT_EQ(resume_and_check(ranks, strategy, g + 20), g);
-    std::filesystem::remove_all(dir.path());
-    std::filesystem::create_directories(dir.path());
+    fresh_dir();
   }
+}
+
+// A node lost: all its ranks SIGKILLed at a random moment and its directory
+// deleted. The replacement ranks rebuild the global version from the partner
+// copies (or the group's parity) and the job ends as the uninterrupted one.
+TEST_F(DistKill, LostNodeIsRebuiltFromPartnerCopies) {
+  std::mt19937 rng(std::random_device{}());
+  level = {"--redundancy", "partner", "--ranks-per-node", "2", "--changing-words", "1000"};
+  run_and_kill(4, "in-place", {2, 3}, rng);
+  std::filesystem::remove_all(dir.file("node1"));
+  const std::uint64_t g = resume_and_check(4, "in-place", 0);
+  EXPECT_GT(g, 0u);
+  EXPECT_EQ(last_from, "partner");
+  // The copies were written again: losing the other node now also recovers.
+  ASSERT_FALSE(HasFailure());
+  std::filesystem::remove_all(dir.file("node0"));
+  EXPECT_EQ(resume_and_check(4, "in-place", g + 30), g);
+  EXPECT_EQ(last_from, "partner");
+}
+
+TEST_F(DistKill, LostNodeIsRebuiltFromParity) {
+  std::mt19937 rng(std::random_device{}());
+  level = {"--redundancy", "xor", "--ranks-per-node", "1", "--xor-group", "4", "--words", "20011"};
+  const int victim = std::uniform_int_distribution<int>(0, 3)(rng);
+  run_and_kill(4, "shadow", {victim}, rng);
+  std::filesystem::remove_all(dir.file("node" + std::to_string(victim)));
+  const std::uint64_t g = resume_and_check(4, "shadow", 0);
+  EXPECT_GT(g, 0u);
+  EXPECT_EQ(last_from, "xor");
+  ASSERT_FALSE(HasFailure());
+  std::filesystem::remove_all(dir.file("node" + std::to_string((victim + 1) % 4)));
+  EXPECT_EQ(resume_and_check(4, "shadow", g + 30), g);
+  EXPECT_EQ(last_from, "xor");
+}
+
+// A rank whose pool is damaged (not missing) falls back to its partner copy;
+// the damaged files are kept aside, not deleted.
+TEST_F(DistKill, DamagedPoolFallsBackToThePartnerCopy) {
+  level = {"--redundancy", "partner", "--ranks-per-node", "1"};
+  ASSERT_EQ(mpirun(4, {"--iterations", "25"}).exit_code, 0);
+  const std::string pool = dir.file("node2/worker.n4.r2.a.pool");
+  {
+    std::fstream f(pool, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    const std::string junk(8192, 'x');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  EXPECT_EQ(resume_and_check(4, "in-place", 40), 25u);
+  EXPECT_EQ(last_from, "partner");
+  EXPECT_TRUE(std::filesystem::exists(dir.file("node2/damaged/worker.n4.r2.a.pool")));
+}
+
+// Two neighbouring nodes lost: rank 0's partner copy went with rank 1. The
+// job falls back to the newest version flushed to the shared directory.
+TEST_F(DistKill, TwoLostNodesFallBackToTheFlushedVersion) {
+  level = {"--redundancy", "partner", "--ranks-per-node", "1", "--pfs-dir", dir.file("pfs"), "--pfs-every", "4"};
+  ASSERT_EQ(mpirun(3, {"--iterations", "30"}).exit_code, 0);
+  std::filesystem::remove_all(dir.file("node0"));
+  std::filesystem::remove_all(dir.file("node1"));
+  EXPECT_EQ(resume_and_check(3, "in-place", 40), 28u);
+  EXPECT_EQ(last_from, "pfs");
+}
+
+// SIGKILL during the recovery itself (after the lost node's ranks were
+// rebuilt, before their holders' copies were written again): the next
+// relaunch still restores the same global version.
+TEST_F(DistKill, KilledDuringRecovery) {
+  level = {"--redundancy", "partner", "--ranks-per-node", "2"};
+  ASSERT_EQ(mpirun(4, {"--iterations", "20"}).exit_code, 0);
+  std::filesystem::remove_all(dir.file("node0"));
+  for (const char* stage : {"rebuilt", "protected"}) {
+    SCOPED_TRACE(stage);
+    Outcome k = mpirun(4, {"--iterations", "40", "--resume", "--kill-rank", "1", "--kill-when", stage});
+    ASSERT_NE(k.exit_code, 0) << k.output;
+  }
+  EXPECT_EQ(resume_and_check(4, "in-place", 40), 20u);
 }
 
 TEST_F(DistKill, LostStorageOfOneRankIsNamed) {

@@ -33,7 +33,7 @@ struct Args {
   bool resume = false;
   int kill_rank = -1;
   std::uint64_t kill_at = 0;
-  std::string kill_when = "compute";  // compute | before-local | after-local
+  std::string kill_when = "compute";  // compute | before-local | after-local | rebuilt | protected
   std::uint64_t stall_others_ms = 0;  // the other ranks wait this long before their local commit of kill_at
   std::string redundancy = "local", pfs_dir;
   int ranks_per_node = 0, xor_group = 4;
@@ -75,6 +75,10 @@ int run(const Args& a) {
   if (killer && a.kill_when == "after-local")
     o.after_local_commit = [&](std::uint64_t v) {
       if (v == a.kill_at) raise(SIGKILL);
+    };
+  if (killer && (a.kill_when == "rebuilt" || a.kill_when == "protected"))
+    o.restore_stage = [&](const std::string& stage) {
+      if (stage == a.kill_when) raise(SIGKILL);
     };
   if (!killer && a.stall_others_ms)
     o.before_local_commit = [&](std::uint64_t v) {
@@ -164,8 +168,8 @@ int main(int argc, char** argv) {
   cli.add_flag("--resume", a.resume, "restore the global version and check it");
   cli.add_option("--kill-rank", a.kill_rank, "the rank that SIGKILLs itself");
   cli.add_option("--kill-at", a.kill_at, "at this version");
-  cli.add_option("--kill-when", a.kill_when, "compute | before-local | after-local")
-      ->check(CLI::IsMember({"compute", "before-local", "after-local"}));
+  cli.add_option("--kill-when", a.kill_when, "compute | before-local | after-local | rebuilt | protected (restore)")
+      ->check(CLI::IsMember({"compute", "before-local", "after-local", "rebuilt", "protected"}));
   cli.add_option("--stall-others-ms", a.stall_others_ms, "the other ranks wait this long before committing --kill-at");
   cli.add_option("--redundancy", a.redundancy, "local | partner | xor")
       ->check(CLI::IsMember({"local", "partner", "xor"}));
