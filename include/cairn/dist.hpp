@@ -84,6 +84,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -325,6 +326,9 @@ class Context {
   MPI_Comm comm() const { return comm_; }
   const Stats& stats() const { return stats_; }
   RankStore& store() { return *store_; }
+  // In a supervised compute process (supervise()): true when it replaces one
+  // that died, and restore() then gives the version the job agreed on last.
+  bool restarted() const { return restarted_; }
   // This rank's simulated or real node, and the directory of its storage.
   int node() const;
   int nodes() const;
@@ -349,6 +353,17 @@ class Context {
   Result<void> protect_parity(std::uint64_t version);
   // Restore paths beyond the local lanes.
   Result<std::uint64_t> restore_from_pfs(const std::string& why);
+  Result<std::uint64_t> restore_in_place(std::chrono::steady_clock::time_point t0);
+  // The collectives of the local level, through MPI or, in a supervised
+  // compute process, through its supervisor (the rank process).
+  int reduce_min(int value, std::uint64_t commit_version);
+  void allgather(const std::uint64_t* mine, int n, std::uint64_t* all);
+  Result<void> agree(const Result<void>& local, const std::string& what, std::uint64_t commit_version = 0);
+  void tell_supervisor_started();
+  friend int supervise(MPI_Comm, Options, const std::function<int(Context&)>&, int);
+  int supervisor_fd_ = -1;
+  bool restarted_ = false, started_sent_ = false;
+  std::uint64_t restart_version_ = 0;
   std::vector<std::byte> payload_copy(std::uint64_t version) const;
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm group_ = MPI_COMM_NULL;  // xor: my parity group
@@ -365,6 +380,24 @@ class Context {
   std::unique_ptr<RankStore> store_;
   Stats stats_;
 };
+
+// In-process restart (seed 001 §3.3, without ULFM). Runs compute(ctx) in a
+// child process of the calling rank, the compute process; the rank process
+// stays behind as its supervisor and performs the collectives of ctx on its
+// behalf (the compute process never calls MPI: the application's own
+// communication must go through ctx, so this suits ranks whose only
+// collective is the commit). When the compute process dies (SIGKILL,
+// SIGSEGV, SIGBUS...) after its first restore or commit, the supervisor
+// forks a new one at once, up to max_restarts times: its restore() selects
+// the version the job agreed on last, which its lanes hold, it recomputes
+// from there, and its next commit joins the agreement the other ranks are
+// waiting in. They see one slow commit, no failure. A death earlier, or one
+// too many, ends the job (MPI_Abort) for the launcher to relaunch.
+// Collective: every rank calls it. Only the local level (and pfs_dir): the
+// partner copies and parity exchange data the supervisor does not relay.
+// Returns compute's exit code. Reports each restart on standard error and as
+// "restarted rank=R version=G restart_ms=T" on standard output.
+int supervise(MPI_Comm comm, Options options, const std::function<int(Context&)>& compute, int max_restarts = 3);
 
 // MIN of a flag over comm: true when every rank passes true.
 bool all_ok(MPI_Comm comm, bool ok);

@@ -12,6 +12,7 @@
 
 #include "cairn/dist.hpp"
 #include "dist/protection.hpp"
+#include "dist/supervise.hpp"
 #include "util/hash.hpp"
 
 namespace cairn::dist {
@@ -33,7 +34,7 @@ int first_failed(MPI_Comm comm, bool ok) {
 
 // Every rank returns the local error if it has one, else one naming the rank
 // that failed first; nothing if all succeeded.
-Result<void> agree(MPI_Comm comm, const Result<void>& local, const std::string& what) {
+Result<void> agree_on(MPI_Comm comm, const Result<void>& local, const std::string& what) {
   const int failed = first_failed(comm, local.ok());
   int size = 0;
   MPI_Comm_size(comm, &size);
@@ -68,6 +69,42 @@ Result<Redundancy> parse_redundancy(const std::string& s) {
 }
 
 Context::Context() = default;
+
+int Context::reduce_min(int value, std::uint64_t commit_version) {
+  if (supervisor_fd_ < 0) {
+    int out = 0;
+    MPI_Allreduce(&value, &out, 1, MPI_INT, MPI_MIN, comm_);
+    return out;
+  }
+  const std::uint64_t v = static_cast<std::uint64_t>(static_cast<std::int64_t>(value));
+  std::uint64_t out = 0;
+  detail::ask_supervisor(supervisor_fd_, detail::Op::min_int, commit_version, &v, 1, &out, 1);
+  return static_cast<int>(static_cast<std::int64_t>(out));
+}
+
+void Context::allgather(const std::uint64_t* mine, int n, std::uint64_t* all) {
+  if (supervisor_fd_ < 0) {
+    MPI_Allgather(mine, n, MPI_UINT64_T, all, n, MPI_UINT64_T, comm_);
+    return;
+  }
+  detail::ask_supervisor(supervisor_fd_, detail::Op::allgather, 0, mine, static_cast<std::size_t>(n), all,
+                         static_cast<std::size_t>(n) * static_cast<std::size_t>(size()));
+}
+
+Result<void> Context::agree(const Result<void>& local, const std::string& what, std::uint64_t commit_version) {
+  const int failed = reduce_min(local.ok() ? size() : rank(), commit_version);
+  if (failed == size()) return {};
+  if (!local.ok()) return local;
+  return make_error(Errc::io_error,
+                    what + " failed on rank " + std::to_string(failed) + " (its own message is on its standard error)");
+}
+
+void Context::tell_supervisor_started() {
+  started_sent_ = true;
+  if (supervisor_fd_ < 0) return;
+  const std::uint64_t v = version();
+  detail::ask_supervisor(supervisor_fd_, detail::Op::started, 0, &v, 1, nullptr, 0);
+}
 
 Context::~Context() {
   pfs_.reset();  // joins a flush in progress
@@ -113,7 +150,7 @@ Result<std::unique_ptr<Context>> Context::create(MPI_Comm comm, Options options)
   auto s = RankStore::create(options.persist, rank, size);
   Result<void> local;
   if (!s.ok()) local = s.error();
-  if (auto r = agree(comm, local, "creating the lanes"); !r.ok()) return std::move(r).error();
+  if (auto r = agree_on(comm, local, "creating the lanes"); !r.ok()) return std::move(r).error();
   std::unique_ptr<Context> c(new Context());
   MPI_Comm_dup(comm, &c->comm_);
   c->topo_ = std::make_unique<detail::Topology>(t);
@@ -173,8 +210,11 @@ Result<void> Context::open() {
                  options_.redundancy == Redundancy::local ? "the flushed versions" : to_string(options_.redundancy));
     local = store_->set_aside(local.error().message);
   }
-  if (auto r = agree(comm_, local, "open"); !r.ok()) return r;
-  return agree(comm_, open_replicas(), "opening the partner copies or parity");
+  // In place of a compute process that died: the job agreed on open long
+  // ago, and the other ranks are waiting in a commit.
+  if (restarted_) return local;
+  if (auto r = agree(local, "open"); !r.ok()) return r;
+  return agree(open_replicas(), "opening the partner copies or parity");
 }
 
 Result<void> Context::open_replicas() {
@@ -346,13 +386,15 @@ Result<std::uint64_t> Context::commit() {
   if (options_.redundancy != Redundancy::local) {
     // Copies of V only once every rank holds V locally, and durable on their
     // holders before V is global.
-    r = agree(comm_, r, "the local commit of version " + std::to_string(v));
+    r = agree(r, "the local commit of version " + std::to_string(v));
     if (r.ok()) r = protect(v, false, true, true);
     t2 = std::chrono::steady_clock::now();
   }
-  r = agree(comm_, r,
+  if (!started_sent_) tell_supervisor_started();
+  r = agree(r,
             (options_.redundancy == Redundancy::local ? "the local commit of version " : "protecting version ") +
-                std::to_string(v));
+                std::to_string(v),
+            v);
   stats_.local_commit_seconds += std::chrono::duration<double>(t1 - t0).count();
   stats_.redundancy_seconds += std::chrono::duration<double>(t2 - t1).count();
   stats_.agree_seconds += seconds_since(t2);
@@ -399,6 +441,7 @@ Result<std::uint64_t> Context::restore() {
   const auto t0 = std::chrono::steady_clock::now();
   const auto& t = *topo_;
   stats_.rebuilt_ranks = 0;
+  if (restarted_) return restore_in_place(t0);
   auto scanned = store_->scan();
   Result<void> local;
   bool set_aside = false;
@@ -409,7 +452,7 @@ Result<std::uint64_t> Context::restore() {
   } else if (!scanned.ok()) {
     local = scanned.error();
   }
-  if (auto r = agree(comm_, local, "reading the lanes"); !r.ok()) return std::move(r).error();
+  if (auto r = agree(local, "reading the lanes"); !r.ok()) return std::move(r).error();
 
   Info mine{};
   mine.held[0] = store_->held()[0];
@@ -424,7 +467,7 @@ Result<std::uint64_t> Context::restore() {
   }
   mine.lost = set_aside ? 1 : 0;
   std::vector<Info> all(static_cast<std::size_t>(t.nranks));
-  MPI_Allgather(&mine, 9, MPI_UINT64_T, all.data(), 9, MPI_UINT64_T, comm_);
+  allgather(&mine.held[0], 9, &all[0].held[0]);
 
   std::uint64_t top = 0;
   for (const auto& i : all) top = std::max(top, i.newest());
@@ -435,6 +478,7 @@ Result<std::uint64_t> Context::restore() {
     any_lost = any_lost || lost[r];
   }
   auto finish = [&](std::uint64_t g, const char* from) -> Result<std::uint64_t> {
+    tell_supervisor_started();
     stats_.restore_seconds = seconds_since(t0);
     stats_.restored_from = from;
     restored_ = g;
@@ -510,6 +554,7 @@ Result<std::uint64_t> Context::restore() {
     bool any_pfs = false;
     for (const auto& i : all) any_pfs = any_pfs || i.pfs[0] != 0;
     if (top == 0 && !any_pfs) {
+      tell_supervisor_started();
       stats_.restore_seconds = seconds_since(t0);
       return make_error(Errc::no_version, "no version is held by every rank; start from scratch");
     }
@@ -530,7 +575,7 @@ Result<std::uint64_t> Context::restore() {
     if (!ok)
       rebuilt = make_error(Errc::corrupted, copy_->path() + ": the partner copy of version " + std::to_string(g) +
                                                 " of rank " + std::to_string(t.source()) + " fails its checksum");
-    if (auto r = agree(comm_, rebuilt, "verifying the partner copies"); !r.ok()) {
+    if (auto r = agree(rebuilt, "verifying the partner copies"); !r.ok()) {
       if (!pfs_) return std::move(r).error();
       auto p = restore_from_pfs(r.error().message);
       if (!p.ok()) return p;
@@ -600,11 +645,11 @@ Result<std::uint64_t> Context::restore() {
       }
     }
   }
-  if (auto r = agree(comm_, rebuilt, "rebuilding the lost ranks"); !r.ok()) return std::move(r).error();
+  if (auto r = agree(rebuilt, "rebuilding the lost ranks"); !r.ok()) return std::move(r).error();
   for (std::size_t r = 0; r < lost.size(); ++r) stats_.rebuilt_ranks += lost[r] ? 1 : 0;
   if (options_.restore_stage) options_.restore_stage("rebuilt");
   const Result<void> selected = lost[static_cast<std::size_t>(t.rank)] ? Result<void>{} : store_->select(g);
-  if (auto r = agree(comm_, selected, "selecting the global version"); !r.ok()) return std::move(r).error();
+  if (auto r = agree(selected, "selecting the global version"); !r.ok()) return std::move(r).error();
 
   // Protect G again where a copy or parity is missing: the rebuilt ranks'
   // holders' slots, or slots lost with a node.
@@ -614,7 +659,7 @@ Result<std::uint64_t> Context::restore() {
       return lost[static_cast<std::size_t>(h)] || all[static_cast<std::size_t>(h)].copy[g % 2] != g;
     };
     const bool send = needs(t.rank), recv = needs(t.source());
-    if (auto r = agree(comm_, protect_partner(g, true, send, recv), "protecting the restored version"); !r.ok())
+    if (auto r = agree(protect_partner(g, true, send, recv), "protecting the restored version"); !r.ok())
       return std::move(r).error();
   } else if (options_.redundancy == Redundancy::xor_parity) {
     bool again = false;
@@ -622,10 +667,26 @@ Result<std::uint64_t> Context::restore() {
       again = again || lost[static_cast<std::size_t>(m)] || all[static_cast<std::size_t>(m)].parity[g % 2] != g;
     Result<void> r;
     if (again) r = protect_parity(g);
-    if (auto a = agree(comm_, r, "protecting the restored version"); !a.ok()) return std::move(a).error();
+    if (auto a = agree(r, "protecting the restored version"); !a.ok()) return std::move(a).error();
   }
   if (options_.restore_stage) options_.restore_stage("protected");
   return finish(g, any_lost ? from : "local");
+}
+
+Result<std::uint64_t> Context::restore_in_place(std::chrono::steady_clock::time_point t0) {
+  // The version the supervisor saw agreed last: this rank holds it (its
+  // local commit preceded the agreement) in lane G % 2.
+  auto scanned = store_->scan();
+  if (!scanned.ok()) return std::move(scanned).error();
+  tell_supervisor_started();
+  stats_.restore_seconds = seconds_since(t0);
+  if (restart_version_ == 0)
+    return make_error(Errc::no_version, "the compute process died before the first global version; start again");
+  if (auto r = store_->select(restart_version_); !r.ok()) return std::move(r).error();
+  stats_.restored_from = "local";
+  restored_ = restart_version_;
+  beat();
+  return restart_version_;
 }
 
 Result<std::uint64_t> Context::restore_from_pfs(const std::string& why) {
@@ -634,7 +695,7 @@ Result<std::uint64_t> Context::restore_from_pfs(const std::string& why) {
   const auto v = pfs_->versions();
   for (std::size_t i = 0; i < 2 && i < v.size(); ++i) mine[i] = v[i];
   std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(size()));
-  MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, comm_);
+  allgather(mine, 2, all.data());
   std::uint64_t p = 0;
   for (const std::uint64_t candidate : all) {
     if (candidate <= p) continue;
@@ -649,13 +710,13 @@ Result<std::uint64_t> Context::restore_from_pfs(const std::string& why) {
   std::vector<std::byte> payload(store_->payload_bytes());
   Result<void> r = pfs_->read(p, payload);
   if (r.ok()) r = store_->rewrite(p, payload.data());
-  if (auto a = agree(comm_, r, "restoring flushed version " + std::to_string(p)); !a.ok()) return std::move(a).error();
+  if (auto a = agree(r, "restoring flushed version " + std::to_string(p)); !a.ok()) return std::move(a).error();
   if (rank() == 0)
     std::fprintf(stderr, "cairn dist: %s; restored flushed version %llu from %s\n", why.c_str(),
                  static_cast<unsigned long long>(p), options_.pfs_dir.c_str());
   sent_[0].clear();
   sent_[1].clear();
-  if (auto a = agree(comm_, protect(p, true, true, true), "protecting the restored version"); !a.ok())
+  if (auto a = agree(protect(p, true, true, true), "protecting the restored version"); !a.ok())
     return std::move(a).error();
   stats_.rebuilt_ranks = static_cast<std::uint64_t>(size());
   return p;

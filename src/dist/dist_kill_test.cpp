@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <sstream>
@@ -72,11 +73,16 @@ class DistKill : public ::testing::Test {
   // Starts an endless job, waits until every rank has opened its storage,
   // then SIGKILLs the ranks `victims` together after a random 50-700 ms and
   // waits for mpirun to end the job.
-  void run_and_kill(int ranks, const std::string& strategy, const std::vector<int>& victims, std::mt19937& rng) const {
+  // With extra arguments (a finite job that survives: --supervised), returns
+  // the job's output.
+  std::string run_and_kill(int ranks, const std::string& strategy, const std::vector<int>& victims, std::mt19937& rng,
+                           const std::vector<std::string>& extra = {}) const {
     const std::string log = dir.file("job.log");
     std::vector<std::string> words{CAIRN_MPIEXEC};
-    for (auto& w : job(ranks, {"--strategy", strategy, "--iterations", "100000", "--sleep-us", "200"}))
-      words.push_back(w);
+    std::vector<std::string> args{"--strategy", strategy, "--sleep-us", "200"};
+    if (extra.empty()) args.insert(args.end(), {"--iterations", "100000"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    for (auto& w : job(ranks, args)) words.push_back(w);
     std::vector<char*> argv;
     for (auto& w : words) argv.push_back(w.data());
     argv.push_back(nullptr);
@@ -90,7 +96,7 @@ class DistKill : public ::testing::Test {
       execv(argv[0], argv.data());
       _exit(127);
     }
-    ASSERT_GT(pid, 0);
+    if (pid <= 0) return "fork failed";
     // Every rank writes its pid once its storage is open; the first commit
     // follows within milliseconds.
     std::vector<pid_t> pids(static_cast<std::size_t>(ranks), 0);
@@ -107,13 +113,20 @@ class DistKill : public ::testing::Test {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(50, 700)(rng)));
     for (int v : victims) {
       const pid_t rank_pid = pids[static_cast<std::size_t>(v)];
-      ASSERT_GT(rank_pid, 0);
-      ASSERT_EQ(kill(rank_pid, SIGKILL), 0);
+      EXPECT_GT(rank_pid, 0);
+      EXPECT_EQ(rank_pid > 0 ? kill(rank_pid, SIGKILL) : -1, 0);
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "mpirun should report the killed ranks";
+    const bool survived = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    std::ifstream in(log);
+    const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (extra.empty())
+      EXPECT_FALSE(survived) << "mpirun should report the killed ranks";
+    else
+      EXPECT_TRUE(survived) << output;
     for (int r = 0; r < ranks; ++r) std::filesystem::remove(dir.file("pid." + std::to_string(r)));
+    return output;
   }
   void fresh_dir() const {
     std::filesystem::remove_all(dir.path());
@@ -286,6 +299,51 @@ TEST_F(DistKill, KilledDuringRecovery) {
     ASSERT_NE(k.exit_code, 0) << k.output;
   }
   EXPECT_EQ(resume_and_check(4, "in-place", 40), 20u);
+}
+
+// In-process restart: one rank's compute process is SIGKILLed from outside at
+// a random moment; its rank process forks a new one, which restores the
+// version the job agreed on last and joins the commit the others wait in.
+// The job ends normally, without a relaunch, in the uninterrupted state.
+TEST_F(DistKill, SupervisedComputeProcessIsRestartedInPlace) {
+  std::mt19937 rng(std::random_device{}());
+  const int victim = std::uniform_int_distribution<int>(0, 3)(rng);
+  const std::string out = run_and_kill(4, "in-place", {victim}, rng, {"--iterations", "4000", "--supervised"});
+  const auto done = parse(out, "done");
+  ASSERT_EQ(done.size(), 4u) << out;
+  for (const auto& [rank, l] : done) {
+    EXPECT_EQ(l.version, 4000u) << out;
+    EXPECT_EQ(l.match, 1) << "rank " << rank << "\n" << out;
+  }
+  EXPECT_NE(out.find("restarted rank=" + std::to_string(victim) + " "), std::string::npos) << out;
+  const auto restored = parse(out, "restored");
+  ASSERT_EQ(restored.size(), 1u) << out;
+  EXPECT_EQ(restored.begin()->first, victim);
+  EXPECT_EQ(restored.begin()->second.match, 1) << out;
+}
+
+// SIGSEGV and SIGBUS in the compute process are restarted the same way.
+TEST_F(DistKill, SupervisedCrashSignalsAreRestartedInPlace) {
+  // Under AddressSanitizer the ranks must die of the signal, not report it.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const std::string saved = asan ? asan : "";
+  setenv("ASAN_OPTIONS", (saved + ":handle_segv=0:handle_sigbus=0:disable_coredump=1").c_str(), 1);
+  for (const char* sig : {"SEGV", "BUS"}) {
+    SCOPED_TRACE(sig);
+    Outcome o =
+        mpirun(3, {"--iterations", "80", "--supervised", "--kill-rank", "1", "--kill-at", "33", "--kill-signal", sig});
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+    for (const auto& [rank, l] : parse(o.output, "done")) EXPECT_EQ(l.match, 1) << "rank " << rank << o.output;
+    EXPECT_EQ(parse(o.output, "done").size(), 3u) << o.output;
+    EXPECT_NE(o.output.find("restarted rank=1 version=32"), std::string::npos) << o.output;
+  }
+  setenv("ASAN_OPTIONS", saved.c_str(), 1);
+}
+
+TEST_F(DistKill, SupervisedRefusesPartnerCopies) {
+  Outcome o = mpirun(2, {"--iterations", "5", "--supervised", "--redundancy", "partner", "--ranks-per-node", "1"});
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_NE(o.output.find("supervised compute processes keep the local level only"), std::string::npos) << o.output;
 }
 
 TEST_F(DistKill, LostStorageOfOneRankIsNamed) {

@@ -11,6 +11,7 @@
 //   restored rank=R version=G lanes=A,B match=1
 //   done rank=R version=T match=1
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -39,6 +40,9 @@ struct Args {
   int ranks_per_node = 0, xor_group = 4;
   std::uint64_t pfs_every = 0;
   std::uint64_t changing_words = 0;  // 0: every word changes every version; else only the first this many
+  bool supervised = false;
+  int max_restarts = 3;
+  int kill_signal = SIGKILL;
 };
 
 // Version v of rank r's state, from version v-1 (version 0: the initial state).
@@ -51,6 +55,8 @@ void step(const std::uint64_t* in, std::uint64_t* out, std::size_t n, std::size_
   if (m < n) std::memcpy(out + m, in + m, (n - m) * 8);
 }
 std::uint64_t counter_after(std::uint64_t v) { return v * (v + 1) / 2; }
+
+int compute(const Args& a, cairn::dist::Context& ctx);
 
 int run(const Args& a) {
   int rank = 0, size = 0;
@@ -86,7 +92,23 @@ int run(const Args& a) {
     };
   // A fresh job starts on empty storage: an old job's versions would outrank it.
   if (!a.resume) cairn::dist::Context::remove_storage(o, rank, size).value();
+  auto body = [&](cairn::dist::Context& ctx) {
+    try {
+      return compute(a, ctx);
+    } catch (const std::exception& e) {  // in a supervised compute process: no MPI_Abort from here
+      std::fprintf(stderr, "dist_worker: rank %d: %s\n", rank, e.what());
+      return 2;
+    }
+  };
+  if (a.supervised) return cairn::dist::supervise(MPI_COMM_WORLD, o, body, a.max_restarts);
   auto ctx = cairn::dist::Context::create(MPI_COMM_WORLD, o).value();
+  return body(*ctx);
+}
+
+int compute(const Args& a, cairn::dist::Context& ctx_ref) {
+  cairn::dist::Context* ctx = &ctx_ref;
+  const int rank = ctx->rank();
+  const bool killer = rank == a.kill_rank;
   auto* x = ctx->dual_region("x", a.words * 8).value();
   auto* count = ctx->region("count", 64).value();
   ctx->open().value();
@@ -111,8 +133,9 @@ int run(const Args& a) {
   };
 
   std::uint64_t start = 0;
-  if (a.resume) {
-    auto g = ctx->restore();
+  auto g = a.resume || ctx->restarted() ? ctx->restore() : cairn::Result<std::uint64_t>(0);
+  const bool fresh = !g.ok() && ctx->restarted() && g.error().code == cairn::Errc::no_version;
+  if ((a.resume || ctx->restarted()) && !fresh) {
     if (!g.ok()) {
       std::fprintf(stderr, "rank %d: %s\n", rank, g.error().message.c_str());
       return 2;
@@ -133,7 +156,7 @@ int run(const Args& a) {
   }
 
   for (std::uint64_t v = start + 1; v <= a.iterations; ++v) {
-    if (killer && a.kill_when == "compute" && v == a.kill_at) raise(SIGKILL);
+    if (killer && a.kill_when == "compute" && v == a.kill_at && !ctx->restarted()) raise(a.kill_signal);
     ctx->begin().value();
     step(x->read<std::uint64_t>(), x->write<std::uint64_t>(), a.words, a.changing_words, v, rank);
     count->as<std::uint64_t>()[0] += v;
@@ -178,8 +201,18 @@ int main(int argc, char** argv) {
   cli.add_option("--pfs-dir", a.pfs_dir, "flush every --pfs-every versions here, asynchronously");
   cli.add_option("--pfs-every", a.pfs_every, "versions between flushes");
   cli.add_option("--changing-words", a.changing_words, "only the first N words change each version (0: all)");
+  cli.add_flag("--supervised", a.supervised, "compute in a child process restarted in place when it dies");
+  cli.add_option("--max-restarts", a.max_restarts, "--supervised: in-place restarts before the job is ended");
+  std::string signal_name = "KILL";
+  cli.add_option("--kill-signal", signal_name, "KILL | SEGV | BUS (--kill-when compute)")
+      ->check(CLI::IsMember({"KILL", "SEGV", "BUS"}));
   try {
     cli.parse(argc, argv);
+    a.kill_signal = signal_name == "SEGV" ? SIGSEGV : signal_name == "BUS" ? SIGBUS : SIGKILL;
+    if (a.kill_signal != SIGKILL) {  // no core file for a crash on purpose
+      const rlimit none{0, 0};
+      setrlimit(RLIMIT_CORE, &none);
+    }
   } catch (const CLI::ParseError& e) {
     return cli.exit(e) == 0 ? 0 : 2;
   }

@@ -1,0 +1,209 @@
+// supervise.cpp — in-process restart: the rank process forks the compute
+// process, relays its collectives and forks a new one when it dies
+// (cairn/dist.hpp, supervise.hpp).
+#include "dist/supervise.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "cairn/dist.hpp"
+#include "dist/protection.hpp"
+
+namespace cairn::dist {
+namespace detail {
+namespace {
+
+bool read_full(int fd, void* buf, std::size_t n) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+bool write_full(int fd, const void* buf, std::size_t n) {
+  const auto* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+}  // namespace
+
+void ask_supervisor(int fd, Op op, std::uint64_t commit_version, const std::uint64_t* in, std::size_t in_words,
+                    std::uint64_t* out, std::size_t out_words) {
+  const Request q{op, static_cast<std::uint32_t>(in_words), commit_version};
+  if (!write_full(fd, &q, sizeof q) || !write_full(fd, in, in_words * 8) ||
+      (out_words && !read_full(fd, out, out_words * 8))) {
+    std::fprintf(stderr, "cairn dist: the rank process that supervises this compute process is gone\n");
+    std::fflush(nullptr);
+    ::_exit(3);
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int supervise(MPI_Comm comm, Options options, const std::function<int(Context&)>& compute, int max_restarts) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  auto topo = detail::make_topology(comm, options.ranks_per_node, options.xor_group);
+  const char* refused = nullptr;
+  if (!topo.ok())
+    refused = topo.error().message.c_str();
+  else if (options.redundancy != Redundancy::local)
+    refused =
+        "supervised compute processes keep the local level only (the partner copies and parity exchange data the "
+        "supervisor does not relay): use local, with pfs_dir for node losses";
+  if (refused) {
+    if (rank == 0) std::fprintf(stderr, "cairn dist: %s\n", refused);
+    return 2;
+  }
+  const detail::Topology t = topo.value();
+  if (!options.pfs_dir.empty() && options.pfs_every == 0) options.pfs_every = 10;
+  options.persist.dir = detail::node_dir(options.persist.dir, t);
+  std::error_code ec;
+  if (t.simulated) std::filesystem::create_directories(options.persist.dir, ec);
+  if (!options.pfs_dir.empty()) std::filesystem::create_directories(options.pfs_dir, ec);
+  MPI_Comm job;
+  MPI_Comm_dup(comm, &job);
+
+  std::uint64_t global = 0;  // the newest version the job agreed on
+  bool started = false;
+  std::chrono::steady_clock::time_point died{};  // when the last compute process was found dead
+  int restarts = 0;
+  for (;;) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      std::fprintf(stderr, "cairn dist: rank %d: socketpair: %s\n", rank, std::strerror(errno));
+      MPI_Abort(comm, 3);
+    }
+    std::fflush(nullptr);
+    const pid_t child = ::fork();
+    if (child < 0) {
+      std::fprintf(stderr, "cairn dist: rank %d: fork: %s\n", rank, std::strerror(errno));
+      MPI_Abort(comm, 3);
+    }
+    if (child == 0) {
+      // The compute process: never calls MPI, leaves with _exit (no MPI or
+      // atexit teardown of the rank process's state).
+      ::close(sv[0]);
+      int rc = 2;
+      {
+        auto s = RankStore::create(options.persist, rank, size);
+        if (!s.ok()) {
+          std::fprintf(stderr, "cairn dist: rank %d: %s\n", rank, s.error().message.c_str());
+        } else {
+          std::unique_ptr<Context> c(new Context());
+          c->topo_ = std::make_unique<detail::Topology>(t);
+          if (!options.pfs_dir.empty())
+            c->pfs_ = std::make_unique<detail::PfsFlusher>(options.pfs_dir, options.persist.name, rank, size);
+          c->options_ = options;
+          c->store_ = std::move(s.value());
+          c->supervisor_fd_ = sv[1];
+          c->restarted_ = restarts > 0;
+          c->restart_version_ = global;
+          if (const char* dir = std::getenv("CAIRN_HEARTBEAT_DIR"); dir && *dir)
+            c->heartbeat_fd_ = ::open((std::string(dir) + "/heartbeat." + std::to_string(rank)).c_str(),
+                                      O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+          rc = compute(*c);
+        }
+      }
+      std::fflush(nullptr);
+      ::_exit(rc);
+    }
+    ::close(sv[1]);
+    const int fd = sv[0];
+    // Serve the compute process until it closes its end (exit or death).
+    const bool restarting = restarts > 0;
+    bool reported = false;
+    std::vector<std::uint64_t> in, out;
+    detail::Request q{};
+    while (detail::read_full(fd, &q, sizeof q)) {
+      in.resize(q.words);
+      if (!detail::read_full(fd, in.data(), in.size() * 8)) break;
+      if (q.op == detail::Op::started) {
+        started = true;
+        global = in.empty() ? global : in[0];
+        continue;
+      }
+      if (q.op == detail::Op::min_int) {
+        int mine = static_cast<int>(static_cast<std::int64_t>(in.at(0))), result = 0;
+        if (q.commit_version != 0 && q.commit_version <= global) {
+          result = size;  // agreed before the compute process died: answer again
+        } else {
+          MPI_Allreduce(&mine, &result, 1, MPI_INT, MPI_MIN, job);
+          if (q.commit_version != 0 && result == size) global = q.commit_version;
+        }
+        out.assign(1, static_cast<std::uint64_t>(static_cast<std::int64_t>(result)));
+        if (restarting && !reported && q.commit_version != 0) {
+          // The first agreement after the restart: how long the others waited
+          // for this rank beyond an ordinary iteration.
+          std::printf("restarted rank=%d version=%llu restart_ms=%.3f\n", rank,
+                      static_cast<unsigned long long>(q.commit_version - 1), ms_since(died));
+          std::fflush(stdout);
+          reported = true;
+        }
+      } else if (q.op == detail::Op::allgather) {
+        out.resize(in.size() * static_cast<std::size_t>(size));
+        MPI_Allgather(in.data(), static_cast<int>(in.size()), MPI_UINT64_T, out.data(), static_cast<int>(in.size()),
+                      MPI_UINT64_T, job);
+      }
+      if (!detail::write_full(fd, out.data(), out.size() * 8)) break;
+    }
+    ::close(fd);
+    int status = 0;
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(status)) {
+      MPI_Comm_free(&job);
+      return WEXITSTATUS(status);
+    }
+    const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    if (!started || restarts >= max_restarts) {
+      std::fprintf(stderr,
+                   "cairn dist: rank %d: compute process %d died (signal %d, %s) %s; ending the job for the launcher "
+                   "to relaunch it\n",
+                   rank, static_cast<int>(child), sig, strsignal(sig),
+                   started ? "once more than --max-restarts allows" : "before its first restore or commit");
+      std::fflush(nullptr);
+      MPI_Abort(comm, 3);
+    }
+    ++restarts;
+    std::fprintf(stderr,
+                 "cairn dist: rank %d: compute process %d died (signal %d, %s) after global version %llu; restarting "
+                 "it in place (%d of %d)\n",
+                 rank, static_cast<int>(child), sig, strsignal(sig), static_cast<unsigned long long>(global), restarts,
+                 max_restarts);
+    died = std::chrono::steady_clock::now();
+  }
+}
+
+}  // namespace cairn::dist
