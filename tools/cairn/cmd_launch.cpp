@@ -8,7 +8,8 @@
 // Heartbeat (seed 001 §3.3, Eqs. 1-3): the job gets $CAIRN_HEARTBEAT_DIR, where
 // every dist::Context writes heartbeat.<rank> (its version) after restore
 // and every commit. With --timeout T (T_timeout = T_hm + T_i + T_r + T_w, times the
-// resiliency interval), a rank whose file has not changed for T seconds is
+// resiliency interval; `--timeout auto` computes it so, measuring T_i from the
+// beats, 30 s until measured), a rank whose file has not changed for T seconds is
 // declared dead and the job is ended (every rank whose beat gave its pid gets
 // SIGKILL, mpirun SIGTERM, its process group SIGKILL after 3 s) and
 // relaunched.
@@ -44,6 +45,12 @@ struct LaunchOptions {
   int ranks = 1;
   int max_restarts = 3;
   double timeout = 0;  // seconds without a heartbeat; 0: no monitor
+  // --timeout auto: Eq. 3 with T_i measured from the beats.
+  bool timeout_auto = false;
+  double t_hm = 0;  // seconds for a beat to reach the monitor (0: same machine)
+  int resiliency_interval = 1;
+  double auto_start = 30;  // T_timeout until T_i is measured
+  double floor = 1;        // lowest T_timeout: the monitor's polling and the ranks' scheduling jitter
   std::string resume_flag = "--resume";
   std::string mpirun = "mpirun";
   std::vector<std::string> command;
@@ -149,26 +156,53 @@ int launch(const LaunchOptions& o) {
     int status = 0;
     bool recovered_reported = attempt == 0, declared_dead = false;
     Clock::time_point killed_at{};
+    // Eq. 1 and 3 (seed 001 §4.4): T_timeout = (T_hm + T_i + T_r + T_w) x
+    // resiliency interval, with T_r = T_i / 5 and T_w = T_i as in Noor's
+    // extended heartbeat; T_i is measured as the time per version between the
+    // first beat of every rank and the 3rd version after it.
+    double timeout = o.timeout_auto ? o.auto_start : o.timeout;
+    bool measured = false;
+    std::uint64_t v0 = 0;
+    Clock::time_point t_v0{};
     for (;;) {
       const pid_t w = ::waitpid(pid, &status, WNOHANG);
       if (w == pid) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       const Beats b = read_beats(hb, o.ranks, since);
+      if (o.timeout_auto && !measured && b.ranks_fresh == o.ranks) {
+        if (t_v0 == Clock::time_point{}) {
+          v0 = b.version;
+          t_v0 = Clock::now();
+        } else if (b.version >= v0 + 3) {
+          // One beat per commit, one commit per `resiliency interval` iterations.
+          const double t_i = seconds(Clock::now() - t_v0) / static_cast<double>(b.version - v0) /
+                             static_cast<double>(o.resiliency_interval);
+          const double eq3 = (o.t_hm + t_i + t_i / 5 + t_i) * o.resiliency_interval;
+          timeout = std::max(eq3, o.floor);
+          measured = true;
+          std::printf(
+              "cairn launch: attempt %d: T_i %.4f s per iteration: T_timeout = (T_hm %.4f + T_i %.4f + T_r %.4f + "
+              "T_w %.4f) x %d = %.4f s%s; declaring ranks dead after %.3f s\n",
+              attempt, t_i, o.t_hm, t_i, t_i / 5, t_i, o.resiliency_interval, eq3,
+              eq3 < o.floor ? " (below --timeout-floor)" : "", timeout);
+          std::fflush(stdout);
+        }
+      }
       if (!recovered_reported && b.ranks_fresh == o.ranks) {
         std::printf("cairn launch: attempt %d: all %d ranks resumed at version %llu, %.3f s after the relaunch\n",
                     attempt, o.ranks, static_cast<unsigned long long>(b.restored), seconds(Clock::now() - t0));
         std::fflush(stdout);
         recovered_reported = true;
       }
-      if (o.timeout > 0 && !declared_dead && b.ranks_seen == o.ranks && b.oldest_age > o.timeout) {
+      if (timeout > 0 && !declared_dead && b.ranks_seen == o.ranks && b.oldest_age > timeout) {
         // Ranks blocked in MPI behind a hung one stop beating too: all are listed.
         std::string silent;
         for (const auto& [r, age] : b.ages)
-          if (age > o.timeout) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
+          if (age > timeout) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
         std::printf(
             "cairn launch: attempt %d: no heartbeat for %.3f s (T_timeout %.3f s) from rank(s) %s: declared dead, "
             "ending the job\n",
-            attempt, b.oldest_age, o.timeout, silent.c_str());
+            attempt, b.oldest_age, timeout, silent.c_str());
         std::fflush(stdout);
         declared_dead = true;
         killed_at = Clock::now();
@@ -215,9 +249,32 @@ void add_launch_commands(CLI::App& app) {
   cmd->add_option("-n,--ranks", opts->ranks, "Number of ranks")->required()->check(CLI::Range(1, 4096));
   cmd->add_option("--max-restarts", opts->max_restarts, "Relaunch at most this many times (default 3)")
       ->check(CLI::Range(0, 1000));
-  cmd->add_option("--timeout", opts->timeout,
-                  "T_timeout in seconds: a rank without a heartbeat for this long is declared dead (0: off)")
+  cmd->add_option_function<std::string>(
+      "--timeout",
+      [opts](const std::string& v) {
+        opts->timeout_auto = v == "auto";
+        if (opts->timeout_auto) return;
+        std::size_t used = 0;
+        double t = -1;
+        try {
+          t = std::stod(v, &used);
+        } catch (const std::exception&) {
+        }
+        if (used != v.size() || !(t >= 0 && t <= 86400))
+          throw CLI::ValidationError("--timeout", "'" + v + "' is neither seconds (0 to 86400) nor auto");
+        opts->timeout = t;
+      },
+      "T_timeout in seconds: a rank without a heartbeat for this long is declared dead (0: off); auto: Eq. 3, "
+      "(T_hm + T_i + T_i/5 + T_i) x resiliency interval with T_i measured from the beats");
+  cmd->add_option("--t-hm", opts->t_hm, "--timeout auto: T_hm, seconds for a beat to reach the monitor (default 0)")
+      ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--timeout-floor", opts->floor,
+                  "--timeout auto: never declare a rank dead sooner than this (default 1 s: polling every 20 ms, "
+                  "ranks descheduled on a busy machine)")
       ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_option("--resiliency-interval", opts->resiliency_interval,
+                  "--timeout auto: the application commits every this many iterations (Eq. 3; default 1)")
+      ->check(CLI::Range(1, 1000000));
   cmd->add_option("--resume-flag", opts->resume_flag, "Switch added to the command on relaunch (default --resume)");
   cmd->add_option("--mpirun", opts->mpirun, "The MPI launcher (default mpirun)");
   cmd->add_option("command", opts->command, "APP [ARGS...] after --")->required();
