@@ -65,8 +65,9 @@
 // written): keep large arrays in dual regions.
 //
 // Heartbeat (seed 001 §3.3). When $CAIRN_HEARTBEAT_DIR is set (`cairn
-// launch` sets it), every rank writes {version, pid, version restored} to
-// heartbeat.<rank> there after restore and each commit; the launcher
+// launch` sets it), every rank writes {version, pid, version restored,
+// nanoseconds since its beat before} to heartbeat.<rank> there after restore
+// and each commit; the launcher
 // declares the job's ranks dead when a file has not changed for T_timeout,
 // ends the job and relaunches it.
 //
@@ -364,6 +365,7 @@ class Context {
   int supervisor_fd_ = -1;
   bool restarted_ = false, started_sent_ = false;
   std::uint64_t restart_version_ = 0;
+  std::chrono::steady_clock::time_point last_beat_{};
   std::vector<std::byte> payload_copy(std::uint64_t version) const;
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm group_ = MPI_COMM_NULL;  // xor: my parity group

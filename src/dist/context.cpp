@@ -123,9 +123,16 @@ bool Context::protected_() const { return options_.redundancy != Redundancy::loc
 
 void Context::beat() {
   if (heartbeat_fd_ < 0) return;
-  // {version, pid, version restored}: the launcher reports the versions and
-  // ends a hung rank by its pid. A lost beat only delays detection (mtime).
-  const std::uint64_t beat[3] = {version(), static_cast<std::uint64_t>(::getpid()), restored_};
+  // {version, pid, version restored, ns since the beat before}: the launcher
+  // reports the versions, ends a hung rank by its pid and takes T_i from the
+  // interval. A lost beat only delays detection (mtime).
+  const auto now = std::chrono::steady_clock::now();
+  const std::uint64_t interval =
+      last_beat_ == std::chrono::steady_clock::time_point{}
+          ? 0
+          : static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_beat_).count());
+  last_beat_ = now;
+  const std::uint64_t beat[4] = {version(), static_cast<std::uint64_t>(::getpid()), restored_, interval};
   [[maybe_unused]] const ssize_t n = ::pwrite(heartbeat_fd_, beat, sizeof beat, 0);
 }
 

@@ -8,8 +8,8 @@
 // Heartbeat (seed 001 §3.3, Eqs. 1-3): the job gets $CAIRN_HEARTBEAT_DIR, where
 // every dist::Context writes heartbeat.<rank> (its version) after restore
 // and every commit. With --timeout T (T_timeout = T_hm + T_i + T_r + T_w, times the
-// resiliency interval; `--timeout auto` computes it so, measuring T_i from the
-// beats, 30 s until measured), a rank whose file has not changed for T seconds is
+// resiliency interval; `--timeout auto` computes it so, T_i from the interval
+// the ranks write into their beats, 30 s until then), a rank whose file has not changed for T seconds is
 // declared dead and the job is ended (every rank whose beat gave its pid gets
 // SIGKILL, mpirun SIGTERM, its process group SIGKILL after 3 s) and
 // relaunched.
@@ -66,6 +66,7 @@ struct Beats {
   std::uint64_t version = 0, restored = 0;
   std::vector<std::pair<int, double>> ages;  // rank, seconds since its last beat
   std::vector<pid_t> pids;                   // the ranks' processes, from their beats
+  double interval = 0;                       // the slowest rank's seconds between its last two beats
 };
 
 Beats read_beats(const fs::path& dir, int ranks, fs::file_time_type since) {
@@ -78,9 +79,11 @@ Beats read_beats(const fs::path& dir, int ranks, fs::file_time_type since) {
     if (ec) continue;
     // {version, pid, version restored}, written by dist::Context; a file the
     // rank has created but not yet written is no beat.
-    std::uint64_t beat[3] = {0, 0, 0};
+    std::uint64_t beat[4] = {0, 0, 0, 0};
     std::ifstream in(p, std::ios::binary);
-    if (!in.read(reinterpret_cast<char*>(beat), sizeof beat)) continue;
+    if (!in.read(reinterpret_cast<char*>(beat), 3 * sizeof beat[0])) continue;
+    in.read(reinterpret_cast<char*>(&beat[3]), sizeof beat[3]);  // the interval, if the rank writes it
+    b.interval = std::max(b.interval, static_cast<double>(beat[3]) * 1e-9);
     b.version = std::max(b.version, beat[0]);
     b.restored = std::max(b.restored, beat[2]);
     if (beat[1] > 0) b.pids.push_back(static_cast<pid_t>(beat[1]));
@@ -158,41 +161,35 @@ int launch(const LaunchOptions& o) {
     Clock::time_point killed_at{};
     // Eq. 1 and 3 (seed 001 §4.4): T_timeout = (T_hm + T_i + T_r + T_w) x
     // resiliency interval, with T_r = T_i / 5 and T_w = T_i as in Noor's
-    // extended heartbeat; T_i is measured as the time per version between the
-    // first beat of every rank and the 3rd version after it.
+    // extended heartbeat; T_i is the slowest rank's time per iteration, from
+    // the interval between its last two beats (one beat per commit, one
+    // commit per resiliency interval), so it follows the job as it runs.
     double timeout = o.timeout_auto ? o.auto_start : o.timeout;
-    bool measured = false;
-    std::uint64_t v0 = 0;
-    Clock::time_point t_v0{};
+    double reported_t_i = 0;
     for (;;) {
       const pid_t w = ::waitpid(pid, &status, WNOHANG);
       if (w == pid) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       const Beats b = read_beats(hb, o.ranks, since);
-      if (o.timeout_auto && !measured && b.ranks_fresh == o.ranks) {
-        if (t_v0 == Clock::time_point{}) {
-          v0 = b.version;
-          t_v0 = Clock::now();
-        } else if (b.version >= v0 + 3) {
-          // One beat per commit, one commit per `resiliency interval` iterations.
-          const double t_i = seconds(Clock::now() - t_v0) / static_cast<double>(b.version - v0) /
-                             static_cast<double>(o.resiliency_interval);
-          const double eq3 = (o.t_hm + t_i + t_i / 5 + t_i) * o.resiliency_interval;
-          timeout = std::max(eq3, o.floor);
-          measured = true;
+      if (!recovered_reported && b.ranks_fresh == o.ranks) {
+        std::printf("cairn launch: attempt %d: all %d ranks resumed at version %llu, %.3f s after the relaunch\n",
+                    attempt, o.ranks, static_cast<unsigned long long>(b.restored), seconds(Clock::now() - t0));
+        std::fflush(stdout);
+        recovered_reported = true;
+      }
+      if (o.timeout_auto && b.interval > 0 && !declared_dead) {
+        const double t_i = b.interval / static_cast<double>(o.resiliency_interval);
+        const double eq3 = (o.t_hm + t_i + t_i / 5 + t_i) * o.resiliency_interval;
+        timeout = std::max(eq3, o.floor);
+        if (reported_t_i == 0 || t_i > 2 * reported_t_i || t_i < reported_t_i / 2) {
           std::printf(
               "cairn launch: attempt %d: T_i %.4f s per iteration: T_timeout = (T_hm %.4f + T_i %.4f + T_r %.4f + "
               "T_w %.4f) x %d = %.4f s%s; declaring ranks dead after %.3f s\n",
               attempt, t_i, o.t_hm, t_i, t_i / 5, t_i, o.resiliency_interval, eq3,
               eq3 < o.floor ? " (below --timeout-floor)" : "", timeout);
           std::fflush(stdout);
+          reported_t_i = t_i;
         }
-      }
-      if (!recovered_reported && b.ranks_fresh == o.ranks) {
-        std::printf("cairn launch: attempt %d: all %d ranks resumed at version %llu, %.3f s after the relaunch\n",
-                    attempt, o.ranks, static_cast<unsigned long long>(b.restored), seconds(Clock::now() - t0));
-        std::fflush(stdout);
-        recovered_reported = true;
       }
       if (timeout > 0 && !declared_dead && b.ranks_seen == o.ranks && b.oldest_age > timeout) {
         // Ranks blocked in MPI behind a hung one stop beating too: all are listed.
