@@ -346,6 +346,47 @@ TEST_F(DistKill, SupervisedRefusesPartnerCopies) {
   EXPECT_NE(o.output.find("supervised compute processes keep the local level only"), std::string::npos) << o.output;
 }
 
+// cairn launch around a job that loses a node (its directory deleted, its
+// ranks killed) relaunches it; the relaunch rebuilds the node's ranks from
+// their partner copies and the job ends as the uninterrupted one.
+TEST_F(DistKill, LaunchRelaunchesAfterANodeLoss) {
+  std::vector<std::string> args{"launch",
+                                "-n",
+                                "4",
+                                "--max-restarts",
+                                "2",
+                                "--",
+                                CAIRN_DIST_WORKER,
+                                "--dir",
+                                dir.path(),
+                                "--iterations",
+                                "120",
+                                "--redundancy",
+                                "partner",
+                                "--ranks-per-node",
+                                "2",
+                                "--kill-rank",
+                                "2",
+                                "--kill-at",
+                                "40",
+                                "--kill-when",
+                                "node-loss"};
+  Outcome o = cairn::testing::run_program(CAIRN_TOOL, args);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("relaunching with --resume (restart 1 of 2)"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("job finished after 1 restart"), std::string::npos) << o.output;
+  const auto restored = parse(o.output, "restored");
+  ASSERT_EQ(restored.size(), 4u) << o.output;
+  for (const auto& [rank, l] : restored) {
+    EXPECT_EQ(l.version, 39u) << o.output;
+    EXPECT_EQ(l.match, 1) << o.output;
+    EXPECT_EQ(l.from, "partner") << o.output;
+  }
+  const auto done = parse(o.output, "done");
+  ASSERT_EQ(done.size(), 4u) << o.output;
+  for (const auto& [rank, l] : done) EXPECT_EQ(l.match, 1) << "rank " << rank << "\n" << o.output;
+}
+
 TEST_F(DistKill, LostStorageOfOneRankIsNamed) {
   ASSERT_EQ(mpirun(3, {"--iterations", "10"}).exit_code, 0);
   for (const char* lane : {"a", "b"}) std::filesystem::remove(dir.file(std::string("worker.n3.r1.") + lane + ".pool"));

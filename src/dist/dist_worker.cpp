@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -157,6 +158,12 @@ int compute(const Args& a, cairn::dist::Context& ctx_ref) {
 
   for (std::uint64_t v = start + 1; v <= a.iterations; ++v) {
     if (killer && a.kill_when == "compute" && v == a.kill_at && !ctx->restarted()) raise(a.kill_signal);
+    if (killer && a.kill_when == "node-loss" && v == a.kill_at && !a.resume) {
+      // The whole node goes: its directory with it, then this rank (mpirun
+      // ends the others, its node neighbours included).
+      std::filesystem::remove_all(ctx->storage_dir());
+      raise(SIGKILL);
+    }
     ctx->begin().value();
     step(x->read<std::uint64_t>(), x->write<std::uint64_t>(), a.words, a.changing_words, v, rank);
     count->as<std::uint64_t>()[0] += v;
@@ -191,8 +198,9 @@ int main(int argc, char** argv) {
   cli.add_flag("--resume", a.resume, "restore the global version and check it");
   cli.add_option("--kill-rank", a.kill_rank, "the rank that SIGKILLs itself");
   cli.add_option("--kill-at", a.kill_at, "at this version");
-  cli.add_option("--kill-when", a.kill_when, "compute | before-local | after-local | rebuilt | protected (restore)")
-      ->check(CLI::IsMember({"compute", "before-local", "after-local", "rebuilt", "protected"}));
+  cli.add_option("--kill-when", a.kill_when,
+                 "compute | before-local | after-local | rebuilt | protected (restore) | node-loss")
+      ->check(CLI::IsMember({"compute", "before-local", "after-local", "rebuilt", "protected", "node-loss"}));
   cli.add_option("--stall-others-ms", a.stall_others_ms, "the other ranks wait this long before committing --kill-at");
   cli.add_option("--redundancy", a.redundancy, "local | partner | xor")
       ->check(CLI::IsMember({"local", "partner", "xor"}));
