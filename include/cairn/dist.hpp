@@ -64,6 +64,16 @@
 // iteration (begin() carries the newest version into the lane being
 // written): keep large arrays in dual regions.
 //
+// Redundancy (ARCHITECTURE.md has the table of what each level survives).
+// Nodes are simulated (Options::ranks_per_node: node k keeps its ranks'
+// storage and the copies it holds in <dir>/node<k>) or real. With partner
+// or xor, a commit is: local commit, agreement, copy or parity of V written
+// durably on its holders (pool files with two slots, slot V % 2 holding V),
+// agreement; so I1-I4 hold for copies and parity too. restore() rebuilds a
+// rank whose storage is missing or damaged from its partner copy or its
+// group's parity, writes the lost copies again, and falls back to the
+// versions flushed to Options::pfs_dir when that is impossible.
+//
 // Heartbeat (seed 001 §3.3). When $CAIRN_HEARTBEAT_DIR is set (`cairn
 // launch` sets it), every rank writes {version, pid, version restored,
 // nanoseconds since its beat before} to heartbeat.<rank> there after restore
@@ -76,8 +86,9 @@
 // all-reduce until the launcher (mpirun, `cairn launch`) ends the job: this
 // Open MPI (4.1.4, Debian) has no ULFM (no MPIX_Comm_revoke/shrink; ompi_info
 // "FT Checkpoint support: no"), so recovery is a relaunch at the global
-// version. A fresh job must start on empty storage (RankStore::remove_storage
-// for its rank): an old job's lanes would outrank its versions. Pointers
+// version, or supervise() restarts the dead compute process in place. A
+// fresh job must start on empty storage (Context::remove_storage for its
+// rank): an old job's lanes would outrank its versions. Pointers
 // inside regions (persist's register_pointer) are not supported: a plain
 // region's address alternates between lanes.
 #pragma once
