@@ -437,10 +437,9 @@ struct Info {
   std::uint64_t copy[2];    // partner: the slots of the copy it holds for its source
   std::uint64_t parity[2];  // xor: the slots of its parity segment
   std::uint64_t pfs[2];     // its two newest flushed versions
-  std::uint64_t lost;       // its storage was damaged and set aside
   std::uint64_t newest() const { return std::max(held[0], held[1]); }
 };
-static_assert(sizeof(Info) == 9 * 8);
+static_assert(sizeof(Info) == 8 * 8);
 
 }  // namespace
 
@@ -451,11 +450,10 @@ Result<std::uint64_t> Context::restore() {
   if (restarted_) return restore_in_place(t0);
   auto scanned = store_->scan();
   Result<void> local;
-  bool set_aside = false;
   if (!scanned.ok() && protected_()) {
+    // A lane that opened but whose version is unreadable: set aside, rebuilt.
     std::fprintf(stderr, "cairn dist: rank %d: %s; rebuilding it\n", rank(), scanned.error().message.c_str());
     local = store_->set_aside(scanned.error().message);
-    set_aside = true;
   } else if (!scanned.ok()) {
     local = scanned.error();
   }
@@ -472,9 +470,8 @@ Result<std::uint64_t> Context::restore() {
     const auto v = pfs_->versions();
     for (std::size_t i = 0; i < 2 && i < v.size(); ++i) mine.pfs[i] = v[i];
   }
-  mine.lost = set_aside ? 1 : 0;
   std::vector<Info> all(static_cast<std::size_t>(t.nranks));
-  allgather(&mine.held[0], 9, &all[0].held[0]);
+  allgather(&mine.held[0], 8, &all[0].held[0]);
 
   std::uint64_t top = 0;
   for (const auto& i : all) top = std::max(top, i.newest());
@@ -652,7 +649,12 @@ Result<std::uint64_t> Context::restore() {
       }
     }
   }
-  if (auto r = agree(rebuilt, "rebuilding the lost ranks"); !r.ok()) return std::move(r).error();
+  if (auto r = agree(rebuilt, "rebuilding the lost ranks"); !r.ok()) {
+    if (!pfs_) return std::move(r).error();
+    auto p = restore_from_pfs(r.error().message);
+    if (!p.ok()) return p;
+    return finish(p.value(), "pfs");
+  }
   for (std::size_t r = 0; r < lost.size(); ++r) stats_.rebuilt_ranks += lost[r] ? 1 : 0;
   if (options_.restore_stage) options_.restore_stage("rebuilt");
   const Result<void> selected = lost[static_cast<std::size_t>(t.rank)] ? Result<void>{} : store_->select(g);

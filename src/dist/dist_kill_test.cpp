@@ -286,6 +286,34 @@ TEST_F(DistKill, TwoLostNodesFallBackToTheFlushedVersion) {
   EXPECT_EQ(last_from, "pfs");
 }
 
+// A partner copy whose bytes were damaged fails its checksum at the rebuild:
+// the job falls back to the flushed version instead of restoring wrong data.
+TEST_F(DistKill, DamagedPartnerCopyFallsBackToTheFlushedVersion) {
+  level = {"--redundancy", "partner", "--ranks-per-node", "1",     "--pfs-dir", dir.file("pfs"),
+           "--pfs-every",  "5",       "--words",          "100000"};
+  ASSERT_EQ(mpirun(2, {"--iterations", "22"}).exit_code, 0);
+  std::filesystem::remove_all(dir.file("node1"));
+  {
+    // Version 22 is in slot 0, which starts at 68 KiB and spans 800 KB.
+    std::fstream f(dir.file("node0/worker.n2.r0.copy-of.r1.pool"), std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    f.seekp(200 << 10);
+    const std::string junk(4096, 'x');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  Outcome o = mpirun(2, {"--iterations", "30", "--resume"});
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("fails its checksum"), std::string::npos) << o.output;
+  const auto restored = parse(o.output, "restored");
+  ASSERT_EQ(restored.size(), 2u) << o.output;
+  for (const auto& [rank, l] : restored) {
+    EXPECT_EQ(l.version, 20u) << o.output;
+    EXPECT_EQ(l.from, "pfs") << o.output;
+    EXPECT_EQ(l.match, 1) << o.output;
+  }
+  for (const auto& [rank, l] : parse(o.output, "done")) EXPECT_EQ(l.match, 1) << o.output;
+}
+
 // SIGKILL during the recovery itself (after the lost node's ranks were
 // rebuilt, before their holders' copies were written again): the next
 // relaunch still restores the same global version.
