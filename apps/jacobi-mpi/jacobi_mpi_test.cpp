@@ -65,6 +65,29 @@ TEST_F(JacobiMpi, ResumesAfterAKillWithTheSameChecksum) {
   EXPECT_EQ(checksum_of(r.output), expected) << r.output;
 }
 
+// A node lost (its rank killed, its directory deleted): the relaunch
+// rebuilds it from its group's XOR parity, or from its partner copy, and the
+// grid ends as the single-process one.
+TEST_F(JacobiMpi, LostNodeIsRebuiltWithTheSameChecksum) {
+  const std::string expected = single();
+  for (const char* level : {"xor", "partner"}) {
+    SCOPED_TRACE(level);
+    const std::vector<std::string> nodes{"--redundancy", level, "--ranks-per-node", "1"};
+    auto with = [&](std::vector<std::string> args) {
+      args.insert(args.end(), nodes.begin(), nodes.end());
+      return args;
+    };
+    ASSERT_NE(run(4, with({"--crash-at", "60", "--crash-rank", "2"})).exit_code, 0);
+    std::filesystem::remove_all(dir.file("node2"));
+    Outcome r = run(4, with({"--resume"}));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("(from 60)"), std::string::npos) << r.output;
+    EXPECT_EQ(checksum_of(r.output), expected) << r.output;
+    std::filesystem::remove_all(dir.path());
+    std::filesystem::create_directories(dir.path());
+  }
+}
+
 TEST_F(JacobiMpi, ResumesOnAnotherNumberOfRanks) {
   const std::string expected = single();
   ASSERT_NE(run(4, {"--crash-at", "50", "--crash-rank", "3"}).exit_code, 0);

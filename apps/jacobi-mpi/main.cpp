@@ -13,6 +13,11 @@
 //   jacobi --size 256 --iterations 500                   (the same checksum)
 //   cairn launch -n 4 -- jacobi-mpi --size 256 --iterations 500 --dir /dev/shm/j --crash-at 200
 //     (relaunched with --resume; --stop-at 200 and `cairn launch --timeout 1` for a hung rank)
+//   mpirun -n 4 jacobi-mpi --size 256 --iterations 500 --dir /dev/shm/j --redundancy partner --ranks-per-node 2
+//     (two simulated nodes in /dev/shm/j/node0 and node1; delete one, --resume rebuilds it)
+//   mpirun -n 4 jacobi-mpi --size 256 --iterations 500 --dir /dev/shm/j --commit local   (or none)
+//     (`cairn bench dist`'s baselines: each rank commits its lanes without the
+//     agreement, or nothing is persisted; the same checksum)
 //
 // Decomposition: the (n+2) x (n+2) grid, boundary rows included, is cut into
 // P blocks of rows, rank r owning [w r / P, w (r+1) / P); each rank's block
@@ -57,6 +62,10 @@ struct Args {
   int crash_rank = 0;
   bool resume = false, quiet = false;
   int from_ranks = 0;
+  std::string commit = "collective";  // | local | none
+  std::string redundancy = "local", pfs_dir;
+  int ranks_per_node = 0;
+  std::uint64_t pfs_every = 0;
 };
 
 struct Mode {
@@ -202,15 +211,25 @@ int run(const Args& a) {
   const Grid grid(a.n, rank, ranks);
   if (grid.w() < static_cast<std::size_t>(ranks)) return fail(rank, "more ranks than grid rows");
   const auto t_start = std::chrono::steady_clock::now();
+  // --commit none: the grid in two DRAM arrays swapped every iteration and
+  // nothing persisted (the storage is opened but never written).
+  const bool persisting = a.commit != "none";
+  if (!persisting && a.resume) return fail(rank, "--commit none persists nothing to resume from");
+  std::vector<double> plain[2];
 
   cairn::dist::Options o;
   o.persist.strategy = a.strategy;
   o.persist.dir = a.dir;
   o.persist.name = a.name;
   o.persist.threads = 1;
+  o.redundancy = cairn::dist::parse_redundancy(a.redundancy).value();
+  o.ranks_per_node = a.ranks_per_node;
+  o.pfs_dir = a.pfs_dir;
+  o.pfs_every = a.pfs_every;
+  if (a.from_ranks > 0 && a.ranks_per_node > 0)
+    return fail(rank, "--from-ranks reads the old job's ranks in --dir itself: not with --ranks-per-node");
   if (!a.resume)  // a fresh job starts on empty storage (an old job's versions would outrank it)
-    if (auto r = cairn::dist::RankStore::remove_storage(o.persist, rank, ranks); !r.ok())
-      return fail(rank, r.error().message);
+    if (auto r = cairn::dist::Context::remove_storage(o, rank, ranks); !r.ok()) return fail(rank, r.error().message);
   auto c = cairn::dist::Context::create(MPI_COMM_WORLD, o);
   if (!c.ok()) return fail(rank, c.error().message);
   auto& ctx = *c.value();
@@ -247,8 +266,11 @@ int run(const Args& a) {
       return fail(rank, g.error().message);
     }
     restore_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
-  } else {
+  } else if (persisting) {
     grid.initialize(psi.read<double>());
+  } else {
+    for (auto& p : plain) p.resize(grid.block_bytes() / sizeof(double));
+    grid.initialize(plain[0].data());
   }
 
   const std::size_t w = grid.w();
@@ -267,17 +289,27 @@ int run(const Args& a) {
         !(a.resume && i == start))
       raise(SIGSTOP);
     const auto t0 = std::chrono::steady_clock::now();
-    if (auto r = ctx.begin(); !r.ok()) return fail(rank, r.error().message);
-    const double* in = psi.read<double>();
+    if (persisting)
+      if (auto r = ctx.begin(); !r.ok()) return fail(rank, r.error().message);
+    const double* in = persisting ? psi.read<double>() : plain[0].data();
     const std::size_t rows = grid.hi() - grid.lo();
     // Halo: my first row goes up, my last row goes down.
     MPI_Sendrecv(in, static_cast<int>(w), MPI_DOUBLE, above, 0, down.data(), static_cast<int>(w), MPI_DOUBLE, below, 0,
                  MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Sendrecv(in + (rows - 1) * w, static_cast<int>(w), MPI_DOUBLE, below, 1, up.data(), static_cast<int>(w),
                  MPI_DOUBLE, above, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    grid.step(in, psi.write<double>(), up.data(), down.data());
+    grid.step(in, persisting ? psi.write<double>() : plain[1].data(), up.data(), down.data());
     const auto t1 = std::chrono::steady_clock::now();
-    if (auto r = ctx.commit(); !r.ok()) return fail(rank, r.error().message);
+    if (a.commit == "none") {
+      plain[0].swap(plain[1]);
+    } else if (a.commit == "local") {
+      // No agreement: each rank's lanes advance on their own.
+      auto r = ctx.store().commit_local();
+      if (!r.ok()) return fail(rank, r.error().message);
+      ctx.store().advance();
+    } else if (auto r = ctx.commit(); !r.ok()) {
+      return fail(rank, r.error().message);
+    }
     compute_s += std::chrono::duration<double>(t1 - t0).count();
     commit_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   }
@@ -290,18 +322,19 @@ int run(const Args& a) {
     displs[static_cast<std::size_t>(r)] = static_cast<int>(g.lo() * w);
   }
   std::vector<double> whole(rank == 0 ? w * w : 0);
-  MPI_Gatherv(psi.read<double>(), counts[static_cast<std::size_t>(rank)], MPI_DOUBLE, whole.data(), counts.data(),
-              displs.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Gatherv(persisting ? psi.read<double>() : plain[0].data(), counts[static_cast<std::size_t>(rank)], MPI_DOUBLE,
+              whole.data(), counts.data(), displs.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
   const auto& s = ctx.stats();
   double local_us = s.commits ? s.local_commit_seconds / static_cast<double>(s.commits) * 1e6 : 0;
   double agree_us = s.commits ? s.agree_seconds / static_cast<double>(s.commits) * 1e6 : 0;
   double worst[2] = {local_us, agree_us}, worst_all[2];
   MPI_Reduce(worst, worst_all, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   if (rank == 0) {
-    std::printf("jacobi-mpi %s ranks=%d: iterations %" PRIu64 " (from %" PRIu64 ")  checksum %016" PRIx64 "\n",
-                a.strategy.c_str(), ranks, std::max(start, a.iterations), start, grid.checksum(whole.data()));
+    std::printf("jacobi-mpi %s ranks=%d%s: iterations %" PRIu64 " (from %" PRIu64 ")  checksum %016" PRIx64 "\n",
+                persisting ? a.strategy.c_str() : "none", ranks, a.commit == "local" ? " commit=local" : "",
+                std::max(start, a.iterations), start, grid.checksum(whole.data()));
     if (!a.quiet)
-      std::printf("  compute %.3f s, commit %.3f s (per commit, slowest rank: local %.1f us, agreement %.1f us)%s\n",
+      std::printf("  compute %.6f s, commit %.6f s (per commit, slowest rank: local %.1f us, agreement %.1f us)%s\n",
                   compute_s, commit_s, worst_all[0], worst_all[1],
                   a.resume ? (", restart " + std::to_string(restore_ms) + " ms").c_str() : "");
   }
@@ -324,6 +357,15 @@ int main(int argc, char** argv) {
   cli.add_flag("--resume", a.resume, "continue from the global version");
   cli.add_option("--from-ranks", a.from_ranks, "--resume: the number of ranks that wrote it (repartition)");
   cli.add_flag("--quiet", a.quiet, "only the result line");
+  cli.add_option("--commit", a.commit,
+                 "collective (default) | local: each rank commits without the agreement | none: nothing persisted "
+                 "(benchmark baselines)")
+      ->check(CLI::IsMember({"collective", "local", "none"}));
+  cli.add_option("--redundancy", a.redundancy, "local | partner | xor (copies or parity on other nodes)")
+      ->check(CLI::IsMember({"local", "partner", "xor"}));
+  cli.add_option("--ranks-per-node", a.ranks_per_node, "simulated nodes of this many ranks, each in <dir>/node<k>");
+  cli.add_option("--pfs-dir", a.pfs_dir, "flush every --pfs-every versions to this directory, asynchronously");
+  cli.add_option("--pfs-every", a.pfs_every, "versions between flushes (default 10 with --pfs-dir)");
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

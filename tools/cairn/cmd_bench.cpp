@@ -11,11 +11,13 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench/amr_bench.hpp"
 #include "bench/bench_util.hpp"
 #include "bench/checkpoint_bench.hpp"
+#include "bench/dist_bench.hpp"
 #include "bench/gerris_bench.hpp"
 #include "bench/octree_bench.hpp"
 #include "bench/overhead_bench.hpp"
@@ -523,6 +525,83 @@ void add_gerris(CLI::App& bench) {
   });
 }
 
+void add_dist(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("dist",
+                                   "MPI jobs of jacobi-mpi (cairn::dist): collective against local commits, recovery "
+                                   "from a killed or hung rank against file checkpoints, seed 001 Figs. 11-12");
+  cmd->footer(
+      "overhead: per --ranks and --levels, the loop time per iteration with nothing persisted, with local commits\n"
+      "only (no agreement) and with the collective commit (goal: the collective adds at most 5 % to the local\n"
+      "commit's overhead at 4 ranks). A level other than local is passed as --redundancy LEVEL --ranks-per-node K\n"
+      "(n/a below two nodes). recovery: --job-ranks ranks under `cairn launch`, one SIGKILLed or\n"
+      "SIGSTOPped by the bench half-way; seconds from the fault to the relaunched job's restored version, in-place\n"
+      "against the file strategy (checkpoints in --file-dir); for the hang, the heartbeat's detection latency\n"
+      "against --hang-timeout. timeout: seed 001 Eqs. 1-3 with this machine's T_checkpoint, T_restart, T_compute\n"
+      "per strategy, at resiliency intervals 1 and 3. Ranks beyond the machine's cores are oversubscribed (noted).\n"
+      "Interleaved rounds, medians of --repeats; every run of a size must end with the same checksum.\n"
+      "Exit status: 0 measured, 1 some run failed or ended with another checksum, 2 bad option or error.");
+  struct Args {
+    bench::DistBenchOptions o;
+    std::string experiments, ranks, levels, strategies, size, recovery_size, timeout_size, json;
+    bool quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--experiments", args->experiments, "Comma-separated: overhead,recovery,timeout (default all)");
+  cmd->add_option("--ranks", args->ranks, "overhead: comma-separated rank counts (default 1,2,4,8)");
+  cmd->add_option("--levels", args->levels,
+                  "overhead: comma-separated redundancy levels local,partner,xor (default local)");
+  cmd->add_option("--ranks-per-node", args->o.ranks_per_node, "Simulated node size passed with a level (default 1)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--strategy", args->o.strategy, "overhead: the persistence strategy (default in-place)");
+  cmd->add_option("--size", args->size, "overhead: N:ITERATIONS of jacobi-mpi (default 512:300)");
+  cmd->add_option("--job-ranks", args->o.job_ranks, "recovery and timeout: ranks of the job (default 4)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--recovery-size", args->recovery_size, "recovery: N:ITERATIONS (default 256:3000)");
+  cmd->add_option("--hang-timeout", args->o.hang_timeout,
+                  "recovery: cairn launch --timeout of the hang (default 0.5 s)")
+      ->check(CLI::Range(0.05, 600.0));
+  cmd->add_option("--file-dir", args->o.file_dir,
+                  "recovery: directory of the file baseline's checkpoints (default: with in-place's, on /dev/shm)");
+  cmd->add_option("--timeout-size", args->timeout_size, "timeout: N:ITERATIONS (default 1024:40)");
+  cmd->add_option("--strategies", args->strategies,
+                  "timeout: comma-separated strategies (default in-place,shadow,dram-cache,nt-copy,file)");
+  cmd->add_option("--repeats,-r", args->o.repeats, "Rounds; medians are reported (default 3)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--dir", args->o.dir, "Directory of the ranks' storage (default /dev/shm)");
+  cmd->add_option("--mpirun", args->o.mpirun, "The MPI launcher (default mpirun)");
+  cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
+  cmd->callback([args] {
+    bench::DistBenchOptions o = args->o;
+    if (!args->experiments.empty()) o.experiments = bench::split_list(args->experiments);
+    if (!args->levels.empty()) o.levels = bench::split_list(args->levels);
+    if (!args->strategies.empty()) o.strategies = bench::split_list(args->strategies);
+    if (!args->ranks.empty()) {
+      o.ranks.clear();
+      for (const auto& r : bench::split_list(args->ranks)) o.ranks.push_back(std::atoi(r.c_str()));
+    }
+    for (auto [text, what, size] : {std::tuple{&args->size, "--size", &o.size},
+                                    std::tuple{&args->recovery_size, "--recovery-size", &o.recovery_size},
+                                    std::tuple{&args->timeout_size, "--timeout-size", &o.timeout_size}}) {
+      if (text->empty()) continue;
+      auto s = bench::parse_dist_size(*text, what);
+      if (!s.ok()) return fail("dist", s.error());
+      *size = s.value();
+    }
+    // <build>/apps/jacobi-mpi/jacobi-mpi, and this tool for `cairn launch`.
+    o.jacobi_mpi = (apps_dir() / "jacobi-mpi" / "jacobi-mpi").string();
+    std::error_code ec;
+    o.cairn = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    if (ec) o.cairn = "cairn";
+    auto report = bench::run_dist_bench(o, args->quiet ? nullptr : &std::cerr);
+    if (!report.ok()) return fail("dist", report.error());
+    bench::print_dist_report(report.value(), std::cout);
+    if (!args->json.empty())
+      if (auto w = bench::write_dist_json(report.value(), args->json); !w.ok()) return fail("dist", w.error());
+    exit_code() = report.value().failed ? kExitPartFailed : kExitOk;
+  });
+}
+
 }  // namespace
 
 void add_bench_commands(CLI::App& app) {
@@ -538,6 +617,7 @@ void add_bench_commands(CLI::App& app) {
   add_octree(*bench);
   add_amr(*bench);
   add_gerris(*bench);
+  add_dist(*bench);
   bench::add_checkpoint_command(*bench);
 }
 
