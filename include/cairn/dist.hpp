@@ -232,6 +232,8 @@ class RankStore {
   RankStore() = default;
   Result<void> create_lanes();
   Result<void> register_in_lanes(std::size_t index);
+  // The "cairn.dist" header of `lane`'s working version (version 0: void).
+  void write_header(std::size_t lane, std::uint64_t version);
   struct Registration {
     std::string name;
     std::size_t bytes;

@@ -169,18 +169,22 @@ Result<void> RankStore::begin() {
   return {};
 }
 
+void RankStore::write_header(std::size_t lane, std::uint64_t version) {
+  Header h{};
+  h.magic = kMagic;
+  h.format = kFormat;
+  h.lane = static_cast<std::uint32_t>(lane);
+  h.rank = static_cast<std::uint32_t>(rank_);
+  h.nranks = static_cast<std::uint32_t>(nranks_);
+  h.version = version;
+  std::memcpy(header_[lane]->data(), &h, sizeof h);
+}
+
 Result<std::uint64_t> RankStore::commit_local() {
   if (auto r = begin(); !r.ok()) return std::move(r).error();
   const std::uint64_t v = version_ + 1;
   const std::size_t w = v % 2;
-  Header h{};
-  h.magic = kMagic;
-  h.format = kFormat;
-  h.lane = static_cast<std::uint32_t>(w);
-  h.rank = static_cast<std::uint32_t>(rank_);
-  h.nranks = static_cast<std::uint32_t>(nranks_);
-  h.version = v;
-  std::memcpy(header_[w]->data(), &h, sizeof h);
+  write_header(w, v);
   in_iteration_ = false;
   auto c = lane_[w]->commit();
   if (!c.ok()) return std::move(c).error();
@@ -215,14 +219,7 @@ Result<void> RankStore::rewrite(std::uint64_t version, const std::byte* payload)
   in_iteration_ = false;
   const std::size_t other = (version + 1) % 2;
   if (auto r = lane_[other]->begin(); !r.ok()) return r;
-  Header h{};
-  h.magic = kMagic;
-  h.format = kFormat;
-  h.lane = static_cast<std::uint32_t>(other);
-  h.rank = static_cast<std::uint32_t>(rank_);
-  h.nranks = static_cast<std::uint32_t>(nranks_);
-  h.version = 0;
-  std::memcpy(header_[other]->data(), &h, sizeof h);
+  write_header(other, 0);
   if (auto c = lane_[other]->commit(); !c.ok()) return std::move(c).error();
   held_[other] = 0;
   // 2. The payload into lane version % 2, committed as `version`.
