@@ -100,12 +100,13 @@ if(BENCH STREQUAL "dist")
       dist_expect(unavailable STREQUAL "n/a (needs two nodes of --ranks-per-node ranks)")
     endif()
   endforeach()
-  # recovery: kill and hang, in-place and file; each restored, after the first job ended, a version at
-  # least as new as every version beaten before the fault (a beat follows the agreement: nothing lost;
-  # faults at version 2000 of 4000); a hang detected near T_timeout (0.5 s).
+  # recovery: kill and hang, in-place and file, and a node lost (in-place, partner copies); each
+  # restored, after the first job ended, a version at least as new as every version beaten before the
+  # fault (a beat follows the agreement: nothing lost; faults at version 2000 of 4000), with the
+  # uninterrupted job's checksum; a hang detected near T_timeout (0.5 s).
   string(JSON n LENGTH "${json}" recovery)
-  dist_expect(n EQUAL 4)
-  foreach(i RANGE 3)
+  dist_expect(n EQUAL 5)
+  foreach(i RANGE 4)
     dist_get(kind recovery ${i} kind)
     foreach(key good_runs restored_version ended_s restored_s detect_s restored_minus_beaten restore_ms)
       dist_get(${key} recovery ${i} ${key})

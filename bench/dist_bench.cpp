@@ -378,7 +378,10 @@ Result<void> run_overhead(const DistBenchOptions& o, Runner& run, DistReport& re
 Result<void> measure_recovery(const DistBenchOptions& o, Runner& run, const std::string& storage_base,
                               DistRecoveryRow& row, int round) {
   const DistSize& size = o.recovery_size;
-  const bool hang = row.kind == "hang";
+  const bool hang = row.kind == "hang", node = row.kind == "node";
+  // kind node: two simulated nodes with partner copies; the last node's
+  // ranks are killed and its directory deleted.
+  const int per_node = std::max(1, o.job_ranks / 2);
   const fs::path dir =
       fs::path(storage_base) / ("recovery-" + row.kind + "-" + row.strategy + "-" + std::to_string(round));
   std::error_code ec;
@@ -392,6 +395,7 @@ Result<void> measure_recovery(const DistBenchOptions& o, Runner& run, const std:
   const auto a = run.jacobi_args(size, dir);
   argv.insert(argv.end(), a.begin(), a.end());
   argv.insert(argv.end(), {"--strategy", row.strategy});
+  if (node) argv.insert(argv.end(), {"--redundancy", "partner", "--ranks-per-node", std::to_string(per_node)});
   auto started = start(argv, fs::path(run.scratch) / "stderr.txt");
   if (!started.ok()) return started.error();
   Child& c = *started.value();
@@ -422,7 +426,13 @@ Result<void> measure_recovery(const DistBenchOptions& o, Runner& run, const std:
     const auto victim = static_cast<pid_t>(beats.back().pid);
     if (victim <= 0) continue;
     beaten = high;
-    ::kill(victim, hang ? SIGSTOP : SIGKILL);
+    if (node) {
+      for (std::size_t r = beats.size() - static_cast<std::size_t>(per_node); r < beats.size(); ++r)
+        ::kill(static_cast<pid_t>(beats[r].pid), SIGKILL);
+      fs::remove_all(dir / ("node" + std::to_string(o.job_ranks / per_node - 1)), ec);
+    } else {
+      ::kill(victim, hang ? SIGSTOP : SIGKILL);
+    }
     t_fault = Clock::now();
   }
   // Restored: every rank of the relaunched job has beaten the version it restored (the first job's
@@ -495,8 +505,11 @@ Result<void> run_recovery(const DistBenchOptions& o, Runner& run, DistReport& re
   if (const std::string bad = run.check(*ref.value(), parse_jacobi(ref.value()->output()), o.recovery_size);
       !bad.empty())
     return make_error(Errc::io_error, "the uninterrupted recovery job failed: " + bad);
-  for (const char* kind : {"kill", "hang"})
+  for (const char* kind : {"kill", "hang", "node"})
     for (const char* strategy : {"in-place", "file"}) {
+      // A node loss against the kill of a rank whose checkpoints are on
+      // the parallel file system (the file row of kind kill).
+      if (std::string(kind) == "node" && (std::string(strategy) == "file" || o.job_ranks < 2)) continue;
       DistRecoveryRow row;
       row.kind = kind, row.strategy = strategy;
       row.storage = std::string(strategy) == "file" && file_scratch ? file_scratch->path() : run.scratch;
@@ -707,7 +720,9 @@ void print_dist_report(const DistReport& rep, std::ostream& out) {
   if (!rep.recovery.empty()) {
     out << "\nrecovery: " << o.job_ranks << " ranks under cairn launch, " << o.recovery_size.n << "x"
         << o.recovery_size.n << " grid, " << o.recovery_size.iterations << " iterations; rank " << o.job_ranks - 1
-        << " SIGKILLed (kill) or SIGSTOPped (hang) once every rank has beaten version "
+        << " SIGKILLed (kill) or SIGSTOPped (hang), or node 1 lost (node: its " << std::max(1, o.job_ranks / 2)
+        << " ranks SIGKILLed and its directory deleted, the job rebuilding them from partner copies) once every "
+           "rank has beaten version "
         << std::max<std::uint64_t>(1, o.recovery_size.iterations / 2) << "\n";
     std::snprintf(line, sizeof line, "%-5s %-9s %9s %9s %9s %10s %10s %11s %6s %8s\n", "kind", "strategy", "detect s",
                   "T_timeout", "ended s", "relaunch s", "restored s", "restore ms", "vs beat", "vs file");
@@ -715,7 +730,7 @@ void print_dist_report(const DistReport& rep, std::ostream& out) {
     for (const auto& r : rep.recovery) {
       double file_total = 0;
       for (const auto& f : rep.recovery)
-        if (f.kind == r.kind && f.strategy == "file") file_total = f.total;
+        if ((f.kind == r.kind || (r.kind == "node" && f.kind == "kill")) && f.strategy == "file") file_total = f.total;
       const bool hang = r.kind == "hang";
       std::snprintf(line, sizeof line, "%-5s %-9s %9s %9s %9.3f %10s %10.3f %11.3f %6.0f %8s%s\n", r.kind.c_str(),
                     r.strategy.c_str(), hang ? fmt("%.3f", r.detect).c_str() : "-",
@@ -735,7 +750,8 @@ void print_dist_report(const DistReport& rep, std::ostream& out) {
            "restored (heartbeat files polled by the bench every 2 ms). restore ms: the resumed ranks' storage open\n"
            "and restore. vs beat: the version restored minus the newest beaten before the fault (>= 0: nothing lost;\n"
            "+1: a version was global before its beats were written). vs file: the file strategy's restored\n"
-           "time over this row's (a relaunch from file checkpoints, measured in the same rounds).\n";
+           "time over this row's (a relaunch from file checkpoints, measured in the same rounds; for node, the\n"
+           "kill row's: file checkpoints on the shared file system survive the node).\n";
     for (const auto& r : rep.recovery)
       if (r.strategy == "file" && r.kind == "kill") out << "file checkpoints in " << r.storage << "\n";
   }

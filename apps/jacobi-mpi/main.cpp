@@ -49,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/dist_switches.hpp"
 #include "cairn/dist.hpp"
 #include "util/hash.hpp"
 
@@ -63,9 +64,7 @@ struct Args {
   bool resume = false, quiet = false;
   int from_ranks = 0;
   std::string commit = "collective";  // | local | none
-  std::string redundancy = "local", pfs_dir;
-  int ranks_per_node = 0;
-  std::uint64_t pfs_every = 0;
+  cairn::apps::DistSwitches dist;
 };
 
 struct Mode {
@@ -222,11 +221,8 @@ int run(const Args& a) {
   o.persist.dir = a.dir;
   o.persist.name = a.name;
   o.persist.threads = 1;
-  o.redundancy = cairn::dist::parse_redundancy(a.redundancy).value();
-  o.ranks_per_node = a.ranks_per_node;
-  o.pfs_dir = a.pfs_dir;
-  o.pfs_every = a.pfs_every;
-  if (a.from_ranks > 0 && a.ranks_per_node > 0)
+  a.dist.apply(o);
+  if (a.from_ranks > 0 && a.dist.ranks_per_node > 0)
     return fail(rank, "--from-ranks reads the old job's ranks in --dir itself: not with --ranks-per-node");
   if (!a.resume)  // a fresh job starts on empty storage (an old job's versions would outrank it)
     if (auto r = cairn::dist::Context::remove_storage(o, rank, ranks); !r.ok()) return fail(rank, r.error().message);
@@ -361,11 +357,7 @@ int main(int argc, char** argv) {
                  "collective (default) | local: each rank commits without the agreement | none: nothing persisted "
                  "(benchmark baselines)")
       ->check(CLI::IsMember({"collective", "local", "none"}));
-  cli.add_option("--redundancy", a.redundancy, "local | partner | xor (copies or parity on other nodes)")
-      ->check(CLI::IsMember({"local", "partner", "xor"}));
-  cli.add_option("--ranks-per-node", a.ranks_per_node, "simulated nodes of this many ranks, each in <dir>/node<k>");
-  cli.add_option("--pfs-dir", a.pfs_dir, "flush every --pfs-every versions to this directory, asynchronously");
-  cli.add_option("--pfs-every", a.pfs_every, "versions between flushes (default 10 with --pfs-dir)");
+  a.dist.add_to(cli);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -3,6 +3,7 @@
 #include "apps/npb/cg.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 
 #include "apps/npb/randlc.hpp"
@@ -10,10 +11,6 @@
 namespace cairn::npb {
 
 namespace {
-
-constexpr int kChunk = 256;  // rows per partial sum; fixes the reduction order
-
-int chunks(int n) { return (n + kChunk - 1) / kChunk; }
 
 // One random sparse vector of the specification (sprnvc, then vecset):
 // `nonzer` distinct positions in [0, n) with random values, drawn as
@@ -135,11 +132,24 @@ CsrMatrix cg_make_matrix(const CgClass& cls) {
 CgSolver::CgSolver(const CgClass& cls)
     : cls_(cls),
       matrix_(cg_make_matrix(cls)),
+      chunk_hi_(cg_chunks(cls.na)),
       q_(static_cast<std::size_t>(cls.na)),
-      partial_(3 * static_cast<std::size_t>(chunks(cls.na))) {}
+      partial_(3 * static_cast<std::size_t>(cg_chunks(cls.na))) {}
+
+CgSolver::CgSolver(const CgClass& cls, int chunk_lo, int chunk_hi, CgExchange& exchange)
+    : cls_(cls),
+      matrix_(cg_make_matrix(cls)),
+      chunk_lo_(chunk_lo),
+      chunk_hi_(chunk_hi),
+      exchange_(&exchange),
+      q_(rows()),
+      partial_(3 * static_cast<std::size_t>(cg_chunks(cls.na))),
+      all_(static_cast<std::size_t>(cls.na)) {
+  assert(0 <= chunk_lo && chunk_lo < chunk_hi && chunk_hi <= cg_chunks(cls.na));
+}
 
 void CgSolver::init(const CgVectors& out, CgScalars& s, const LoopRunner& loops) const {
-  loops(static_cast<std::size_t>(matrix_.n), [&](std::size_t lo, std::size_t hi) {
+  loops(rows(), [&](std::size_t lo, std::size_t hi) {
     std::fill(out.x + lo, out.x + hi, 1.0);
     std::fill(out.z + lo, out.z + hi, 0.0);
     std::fill(out.r + lo, out.r + hi, 0.0);
@@ -148,30 +158,50 @@ void CgSolver::init(const CgVectors& out, CgScalars& s, const LoopRunner& loops)
   s = CgScalars{};
 }
 
-double CgSolver::dot(const double* a, const double* b, const LoopRunner& loops) const {
-  const int n = matrix_.n, nc = chunks(n);
-  double* partial = partial_.data();
-  loops(static_cast<std::size_t>(nc), [&](std::size_t c0, std::size_t c1) {
-    for (int c = static_cast<int>(c0); c < static_cast<int>(c1); ++c) {
-      const int hi = std::min(n, (c + 1) * kChunk);
-      double sum = 0.0;
-      for (int i = c * kChunk; i < hi; ++i) sum += a[i] * b[i];
-      partial[c] = sum;
-    }
+void CgSolver::each_chunk(const LoopRunner& loops, const std::function<void(int c, int lo, int hi)>& body) const {
+  const int n = matrix_.n;
+  loops(static_cast<std::size_t>(chunk_hi_ - chunk_lo_), [&](std::size_t c0, std::size_t c1) {
+    for (int c = chunk_lo_ + static_cast<int>(c0); c < chunk_lo_ + static_cast<int>(c1); ++c)
+      body(c, c * kCgChunk, std::min(n, (c + 1) * kCgChunk));
   });
-  double sum = 0.0;
-  for (int c = 0; c < nc; ++c) sum += partial[c];
+}
+
+template <int K>
+std::array<double, K> CgSolver::sum_partials() const {
+  if (exchange_) exchange_->gather_partials(partial_.data(), K);
+  std::array<double, K> sum{};
+  const int nc = cg_chunks(matrix_.n);
+  for (int c = 0; c < nc; ++c)
+    for (int j = 0; j < K; ++j) sum[j] += partial_[static_cast<std::size_t>(K * c + j)];
   return sum;
 }
 
+const double* CgSolver::whole(const double* mine) const {
+  if (!exchange_) return mine;
+  exchange_->gather_rows(mine, all_.data());
+  return all_.data();
+}
+
+double CgSolver::dot(const double* a, const double* b, const LoopRunner& loops) const {
+  const int row0 = row_lo();
+  double* partial = partial_.data();
+  each_chunk(loops, [&](int c, int lo, int hi) {
+    double sum = 0.0;
+    for (int i = lo - row0; i < hi - row0; ++i) sum += a[i] * b[i];
+    partial[c] = sum;
+  });
+  return sum_partials<1>()[0];
+}
+
+// Vectors are indexed from this process's first row (row0; 0 in one
+// process), the matrix and the gathered whole vectors by global row.
 void CgSolver::step(const CgInputs& in, const CgVectors& out, const CgScalars& s_in, CgScalars& s_out,
                     const LoopRunner& loops, const CgWritten& written) {
   const auto report = [&](CgPart part) {
     if (written) written(part);
   };
   CgScalars s = s_in;
-  const int n = matrix_.n, nc = chunks(n);
-  const auto chunk_count = static_cast<std::size_t>(nc);
+  const int row0 = row_lo();
   const std::int64_t* rowstr = matrix_.rowstr.data();
   const int* colidx = matrix_.colidx.data();
   const double* a = matrix_.a.data();
@@ -187,43 +217,36 @@ void CgSolver::step(const CgInputs& in, const CgVectors& out, const CgScalars& s
   const double rho = first ? dot(in.x, in.x, loops) : s.rho;
 
   // q = A p, and p.q.
-  loops(chunk_count, [&](std::size_t c0, std::size_t c1) {
-    for (int c = static_cast<int>(c0); c < static_cast<int>(c1); ++c) {
-      const int hi = std::min(n, (c + 1) * kChunk);
-      double sum = 0.0;
-      for (int i = c * kChunk; i < hi; ++i) {
-        double t = 0.0;
-        for (std::int64_t k = rowstr[i]; k < rowstr[i + 1]; ++k) t += a[k] * p_in[colidx[k]];
-        q[i] = t;
-        sum += p_in[i] * t;
-      }
-      partial[c] = sum;
+  const double* p_all = whole(p_in);
+  each_chunk(loops, [&](int c, int lo, int hi) {
+    double sum = 0.0;
+    for (int i = lo; i < hi; ++i) {
+      double t = 0.0;
+      for (std::int64_t k = rowstr[i]; k < rowstr[i + 1]; ++k) t += a[k] * p_all[colidx[k]];
+      q[i - row0] = t;
+      sum += p_in[i - row0] * t;
     }
+    partial[c] = sum;
   });
-  double pq = 0.0;
-  for (int c = 0; c < nc; ++c) pq += partial[c];
+  const double pq = sum_partials<1>()[0];
   const double alpha = rho / pq;
 
   // z += alpha p, r -= alpha q, and the new r.r.
   double* z_out = out.z;
   double* r_out = out.r;
-  loops(chunk_count, [&](std::size_t c0, std::size_t c1) {
-    for (int c = static_cast<int>(c0); c < static_cast<int>(c1); ++c) {
-      const int hi = std::min(n, (c + 1) * kChunk);
-      double sum = 0.0;
-      for (int i = c * kChunk; i < hi; ++i) {
-        z_out[i] = (first ? 0.0 : z_in[i]) + alpha * p_in[i];
-        const double ri = r_in[i] - alpha * q[i];
-        r_out[i] = ri;
-        sum += ri * ri;
-      }
-      partial[c] = sum;
+  each_chunk(loops, [&](int c, int lo, int hi) {
+    double sum = 0.0;
+    for (int i = lo - row0; i < hi - row0; ++i) {
+      z_out[i] = (first ? 0.0 : z_in[i]) + alpha * p_in[i];
+      const double ri = r_in[i] - alpha * q[i];
+      r_out[i] = ri;
+      sum += ri * ri;
     }
+    partial[c] = sum;
   });
   report(CgPart::z);
   report(CgPart::r);
-  double rho_new = 0.0;
-  for (int c = 0; c < nc; ++c) rho_new += partial[c];
+  const double rho_new = sum_partials<1>()[0];
   const double beta = rho_new / rho;
 
   // p = r + beta p; x is carried over unless this step ends the outer iteration.
@@ -231,7 +254,7 @@ void CgSolver::step(const CgInputs& in, const CgVectors& out, const CgScalars& s
   double* p_out = out.p;
   double* x_out = out.x;
   const bool copy_x = !last && x_out != x_in;
-  loops(static_cast<std::size_t>(n), [&](std::size_t lo, std::size_t hi) {
+  loops(rows(), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t i = lo; i < hi; ++i) {
       p_out[i] = r_out[i] + beta * p_in[i];
       if (copy_x) x_out[i] = x_in[i];
@@ -244,31 +267,24 @@ void CgSolver::step(const CgInputs& in, const CgVectors& out, const CgScalars& s
 
   if (last) {
     // End of the outer iteration: ||x - A z||, zeta = shift + 1 / (x.z), x = z / ||z||.
-    loops(chunk_count, [&](std::size_t c0, std::size_t c1) {
-      for (int c = static_cast<int>(c0); c < static_cast<int>(c1); ++c) {
-        const int hi = std::min(n, (c + 1) * kChunk);
-        double res = 0.0, xz = 0.0, zz = 0.0;
-        for (int i = c * kChunk; i < hi; ++i) {
-          double t = 0.0;
-          for (std::int64_t k = rowstr[i]; k < rowstr[i + 1]; ++k) t += a[k] * z_out[colidx[k]];
-          const double d = x_in[i] - t;
-          res += d * d;
-          xz += x_in[i] * z_out[i];
-          zz += z_out[i] * z_out[i];
-        }
-        partial[3 * c] = res;
-        partial[3 * c + 1] = xz;
-        partial[3 * c + 2] = zz;
+    const double* z_all = whole(z_out);
+    each_chunk(loops, [&](int c, int lo, int hi) {
+      double res = 0.0, xz = 0.0, zz = 0.0;
+      for (int i = lo; i < hi; ++i) {
+        double t = 0.0;
+        for (std::int64_t k = rowstr[i]; k < rowstr[i + 1]; ++k) t += a[k] * z_all[colidx[k]];
+        const double d = x_in[i - row0] - t;
+        res += d * d;
+        xz += x_in[i - row0] * z_out[i - row0];
+        zz += z_out[i - row0] * z_out[i - row0];
       }
+      partial[3 * c] = res;
+      partial[3 * c + 1] = xz;
+      partial[3 * c + 2] = zz;
     });
-    double res = 0.0, xz = 0.0, zz = 0.0;
-    for (int c = 0; c < nc; ++c) {
-      res += partial[3 * c];
-      xz += partial[3 * c + 1];
-      zz += partial[3 * c + 2];
-    }
+    const auto [res, xz, zz] = sum_partials<3>();
     const double scale = 1.0 / std::sqrt(zz);
-    loops(static_cast<std::size_t>(n), [&](std::size_t lo, std::size_t hi) {
+    loops(rows(), [&](std::size_t lo, std::size_t hi) {
       for (std::size_t i = lo; i < hi; ++i) x_out[i] = scale * z_out[i];
     });
     report(CgPart::x);

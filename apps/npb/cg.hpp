@@ -20,8 +20,19 @@
 //
 // Reductions are deterministic and independent of the thread count: partial
 // sums over fixed 256-row chunks, added in chunk order (parallel.hpp).
+//
+// Distributed (apps/npb-cg-mpi): every process builds the whole matrix and
+// owns a block of whole chunks; its vectors hold only its rows. A step asks a
+// CgExchange for the two things it needs from the others: every row of p
+// (and of z when an outer iteration ends) for the matrix-vector product, and
+// the other chunks' partial sums, which every process then adds in chunk
+// order itself. Each chunk's partial is computed over the same rows in the
+// same order as in one process, so the results agree bit for bit with a
+// single-process run on any number of processes.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -44,6 +55,10 @@ struct CgClass {
 inline constexpr int kCgIterations = 25;       // cgitmax: inner CG iterations per outer iteration
 inline constexpr double kCgRcond = 0.1;        // condition number parameter
 inline constexpr double kCgTolerance = 1e-10;  // relative, on zeta
+inline constexpr int kCgChunk = 256;           // rows per partial sum; fixes the reduction order
+
+// Chunks of kCgChunk rows (the last one shorter) of an order-n matrix.
+inline int cg_chunks(int n) { return (n + kCgChunk - 1) / kCgChunk; }
 
 // Classes S, W, A, B, C; nullopt for anything else.
 std::optional<CgClass> cg_class(char name);
@@ -69,7 +84,7 @@ struct CgScalars {
 };
 static_assert(sizeof(CgScalars) == 40);
 
-// The state vectors, each na doubles.
+// The state vectors, each na doubles (distributed: this process's rows).
 struct CgVectors {
   double* x;
   double* z;
@@ -99,13 +114,33 @@ struct CgResult {
   double relative_error;
 };
 
+// What a distributed step needs from the other processes (each owning a
+// block of whole chunks). Every process calls both in the same order.
+class CgExchange {
+ public:
+  virtual ~CgExchange() = default;
+  // full[0, na) = every process's rows of one vector; `mine` holds this
+  // process's rows.
+  virtual void gather_rows(const double* mine, double* full) = 0;
+  // Each process has written partial[stride * c + j] (0 <= j < stride) for
+  // its own chunks c; fills in every other chunk's.
+  virtual void gather_partials(double* partial, int stride) = 0;
+};
+
 class CgSolver {
  public:
-  // Builds the matrix (serially; deterministic).
+  // Builds the matrix (serially; deterministic). Every row in this process.
   explicit CgSolver(const CgClass& cls);
+  // This process owns chunks [chunk_lo, chunk_hi) of cg_chunks(na) (at least
+  // one); its vectors hold rows [row_lo(), row_hi()). `exchange` must outlive
+  // the solver.
+  CgSolver(const CgClass& cls, int chunk_lo, int chunk_hi, CgExchange& exchange);
 
   const CgClass& problem() const { return cls_; }
   int n() const { return matrix_.n; }
+  int row_lo() const { return chunk_lo_ * kCgChunk; }
+  int row_hi() const { return std::min(matrix_.n, chunk_hi_ * kCgChunk); }
+  std::size_t rows() const { return static_cast<std::size_t>(row_hi() - row_lo()); }
   std::size_t nonzeros() const { return matrix_.a.size(); }
   // Persistence steps of a whole run: niter * 25.
   std::int64_t total_steps() const { return std::int64_t{cls_.niter} * kCgIterations; }
@@ -127,11 +162,21 @@ class CgSolver {
   CgResult verify(const CgScalars& s) const;
 
  private:
+  // body(c, lo, hi) for each chunk c this process owns, rows [lo, hi).
+  void each_chunk(const LoopRunner& loops, const std::function<void(int c, int lo, int hi)>& body) const;
+  // Every chunk's partials (stride K), every process's, added in chunk order.
+  template <int K>
+  std::array<double, K> sum_partials() const;
+  // All rows of a vector of which this process holds its rows (one process: `mine`).
+  const double* whole(const double* mine) const;
   double dot(const double* a, const double* b, const LoopRunner& loops) const;
   CgClass cls_;
   CsrMatrix matrix_;
-  std::vector<double> q_;                // A p, scratch
-  mutable std::vector<double> partial_;  // per-chunk partial sums
+  int chunk_lo_ = 0, chunk_hi_ = 0;
+  CgExchange* exchange_ = nullptr;
+  std::vector<double> q_;                // A p (this process's rows), scratch
+  mutable std::vector<double> partial_;  // per-chunk partial sums, 3 per chunk (every chunk)
+  mutable std::vector<double> all_;      // distributed: every row of p, then of z
 };
 
 }  // namespace cairn::npb

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "apps/common/dist_switches.hpp"
 #include "cairn/dist.hpp"
 #include "util/hash.hpp"
 
@@ -37,9 +38,7 @@ struct Args {
   std::uint64_t kill_at = 0;
   std::string kill_when = "compute";  // compute | before-local | after-local | rebuilt | protected
   std::uint64_t stall_others_ms = 0;  // the other ranks wait this long before their local commit of kill_at
-  std::string redundancy = "local", pfs_dir;
-  int ranks_per_node = 0, xor_group = 4;
-  std::uint64_t pfs_every = 0;
+  cairn::apps::DistSwitches dist;
   std::uint64_t changing_words = 0;  // 0: every word changes every version; else only the first this many
   bool supervised = false;
   int max_restarts = 3;
@@ -69,11 +68,7 @@ int run(const Args& a) {
   o.persist.dir = a.dir;
   o.persist.name = "worker";
   o.persist.threads = 1;
-  o.redundancy = cairn::dist::parse_redundancy(a.redundancy).value();
-  o.ranks_per_node = a.ranks_per_node;
-  o.xor_group = a.xor_group;
-  o.pfs_dir = a.pfs_dir;
-  o.pfs_every = a.pfs_every;
+  a.dist.apply(o);
   const bool killer = rank == a.kill_rank;
   if (killer && a.kill_when == "before-local")
     o.before_local_commit = [&](std::uint64_t v) {
@@ -202,12 +197,7 @@ int main(int argc, char** argv) {
                  "compute | before-local | after-local | rebuilt | protected (restore) | node-loss")
       ->check(CLI::IsMember({"compute", "before-local", "after-local", "rebuilt", "protected", "node-loss"}));
   cli.add_option("--stall-others-ms", a.stall_others_ms, "the other ranks wait this long before committing --kill-at");
-  cli.add_option("--redundancy", a.redundancy, "local | partner | xor")
-      ->check(CLI::IsMember({"local", "partner", "xor"}));
-  cli.add_option("--ranks-per-node", a.ranks_per_node, "simulated nodes of this many ranks (<dir>/node<k>)");
-  cli.add_option("--xor-group", a.xor_group, "nodes per parity group");
-  cli.add_option("--pfs-dir", a.pfs_dir, "flush every --pfs-every versions here, asynchronously");
-  cli.add_option("--pfs-every", a.pfs_every, "versions between flushes");
+  a.dist.add_to(cli);
   cli.add_option("--changing-words", a.changing_words, "only the first N words change each version (0: all)");
   cli.add_flag("--supervised", a.supervised, "compute in a child process restarted in place when it dies");
   cli.add_option("--max-restarts", a.max_restarts, "--supervised: in-place restarts before the job is ended");
