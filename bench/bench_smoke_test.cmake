@@ -52,9 +52,11 @@ elseif(BENCH STREQUAL "gerris")
   set(reject "\"error\": ")
 elseif(BENCH STREQUAL "dist")
   # Real mpirun jobs of jacobi-mpi: overhead at 1 and 2 ranks, level partner beside local; recovery at 2
-  # ranks (kill and hang, in-place and file); timeout with in-place and file. Checked below on values.
+  # ranks (kill and hang, in-place and file, node loss); timeout with in-place and file; traffic of
+  # dist_worker (512 KiB per rank). Checked below on values.
   set(args dist --ranks 1,2 --levels local,partner --size 32:20 --job-ranks 2 --recovery-size 64:4000
-           --hang-timeout 0.5 --timeout-size 32:10 --strategies in-place,file --repeats 1)
+           --hang-timeout 0.5 --timeout-size 32:10 --strategies in-place,file --traffic-words 65536
+           --traffic-iterations 6 --repeats 1)
 else()
   message(FATAL_ERROR "BENCH must be overhead, placement, stream, workflow, octree, amr, gerris or dist")
 endif()
@@ -141,6 +143,29 @@ if(BENCH STREQUAL "dist")
       dist_expect(fits_3)
     else()
       dist_expect(NOT fits_3)
+    endif()
+  endforeach()
+  # traffic: local sends nothing; partner sends only the changed 64 KiB blocks (all 8 at 100 %, 1 of
+  # them at 10 % and 1 %, each with the small counter region's block: 9, 2 and 2 blocks of 64 KiB);
+  # xor sends (g-1)/g of its whole state, changed or not.
+  string(JSON n LENGTH "${json}" traffic)
+  dist_expect(n EQUAL 9)
+  foreach(i RANGE 8)
+    foreach(key level changed sent_bytes payload_bytes good_runs)
+      dist_get(${key} traffic ${i} ${key})
+    endforeach()
+    dist_expect(good_runs EQUAL 1)
+    if(level STREQUAL local)
+      dist_expect(sent_bytes EQUAL 0)
+    elseif(level STREQUAL partner)
+      dist_expect(payload_bytes EQUAL 589824)
+      if(changed GREATER 0.5)
+        dist_expect(sent_bytes EQUAL 589824)
+      else()
+        dist_expect(sent_bytes EQUAL 131072)
+      endif()
+    else()
+      dist_expect(sent_bytes GREATER 262144 AND sent_bytes LESS 589825)
     endif()
   endforeach()
   message("cairn bench dist: every row as expected")

@@ -595,6 +595,97 @@ Result<void> run_timeout(const DistBenchOptions& o, Runner& run, DistReport& rep
   return {};
 }
 
+// ---- traffic
+
+Result<void> run_traffic(const DistBenchOptions& o, Runner& run, DistReport& rep) {
+  for (const char* level : {"local", "partner", "xor"})
+    for (double changed : {1.0, 0.1, 0.01}) {
+      DistTrafficRow row;
+      row.level = level, row.changed = changed;
+      rep.traffic.push_back(row);
+    }
+  std::error_code ec;
+  if (o.job_ranks < 2 || !fs::exists(o.dist_worker, ec)) {
+    for (auto& row : rep.traffic)
+      row.error = o.job_ranks < 2 ? "needs --job-ranks 2 or more (one node each)"
+                                  : "no dist_worker at " + o.dist_worker + " (a build tree's src/dist)";
+    rep.failed = true;
+    return {};
+  }
+  const std::uint64_t its = std::max<std::uint64_t>(o.traffic_iterations, 4);
+  for (int round = 0; round < o.repeats; ++round)
+    for (std::size_t i = 0; i < rep.traffic.size(); ++i) {
+      DistTrafficRow& row = rep.traffic[(i + static_cast<std::size_t>(round)) % rep.traffic.size()];
+      auto d = run.run_dir("traffic");
+      if (!d.ok()) return d.error();
+      const auto changing = static_cast<std::uint64_t>(static_cast<double>(o.traffic_words) * row.changed);
+      std::vector<std::string> argv = {o.mpirun,
+                                       "--oversubscribe",
+                                       "-n",
+                                       std::to_string(o.job_ranks),
+                                       o.dist_worker,
+                                       "--dir",
+                                       d.value().string(),
+                                       "--iterations",
+                                       std::to_string(its),
+                                       "--words",
+                                       std::to_string(o.traffic_words),
+                                       "--changing-words",
+                                       std::to_string(row.changed >= 1 ? 0 : changing),
+                                       "--redundancy",
+                                       row.level,
+                                       "--ranks-per-node",
+                                       "1"};
+      auto c = start(argv, fs::path(run.scratch) / "stderr.txt");
+      if (!c.ok()) return c.error();
+      c.value()->finish(Clock::now() + std::chrono::seconds(600));
+      kill_leftovers(d.value().string());
+      remove_dir(d.value());
+      ++row.runs;
+      // Rank 0's "done" line: per-commit times (us) and totals.
+      const std::string out = c.value()->output();
+      const auto at = out.find("done rank=0 ");
+      unsigned long long version = 0, commits = 0, sent_blocks = 0, of_blocks = 0, sent_bytes = 0;
+      int match = 0;
+      double local_us = 0, redundancy_us = 0, agree_us = 0;
+      const bool parsed =
+          at != std::string::npos &&
+          std::sscanf(out.c_str() + at,
+                      "done rank=0 version=%llu match=%d commits=%llu local_us=%lf redundancy_us=%lf agree_us=%lf "
+                      "sent_blocks=%llu of_blocks=%llu sent_bytes=%llu",
+                      &version, &match, &commits, &local_us, &redundancy_us, &agree_us, &sent_blocks, &of_blocks,
+                      &sent_bytes) == 9;
+      std::string bad;
+      if (!c.value()->succeeded())
+        bad = c.value()->describe();
+      else if (!parsed || match != 1 || commits != its)
+        bad = "no matching result in its output: " + out.substr(0, 300);
+      if (bad.empty()) {
+        ++row.good_runs;
+        const double blocks = static_cast<double>(of_blocks) / static_cast<double>(commits);
+        const double payload = blocks * 65536;
+        // Partner: each of the holder's two slots gets the whole state once; the steady state follows.
+        const double first = row.level == "partner" ? 2 * payload : 0;
+        const double steady_commits = static_cast<double>(commits) - (row.level == "partner" ? 2 : 0);
+        row.bytes.push_back((static_cast<double>(sent_bytes) - first) / steady_commits);
+        row.payload.push_back(row.level == "local" ? 0 : payload);
+        row.commit_s.push_back((local_us + redundancy_us + agree_us) * 1e-6);
+        row.redundancy_s.push_back(redundancy_us * 1e-6);
+      } else if (row.error.empty()) {
+        row.error = bad;
+      }
+      run.log("traffic " + row.level + " " + fmt("%.0f%%", row.changed * 100) + ", round " + std::to_string(round + 1) +
+              "/" + std::to_string(o.repeats) + ": " +
+              (bad.empty() ? fmt("%.0f bytes per commit", row.bytes.back()) : bad));
+    }
+  for (auto& row : rep.traffic) {
+    row.sent = median(row.bytes), row.payload_bytes = median(row.payload);
+    row.commit = median(row.commit_s), row.redundancy = median(row.redundancy_s);
+    if (row.good_runs < o.repeats) rep.failed = true;
+  }
+  return {};
+}
+
 bool wants(const DistBenchOptions& o, const std::string& experiment) {
   return std::find(o.experiments.begin(), o.experiments.end(), experiment) != o.experiments.end();
 }
@@ -614,8 +705,9 @@ Result<DistSize> parse_dist_size(const std::string& text, const std::string& wha
 
 Result<DistReport> run_dist_bench(const DistBenchOptions& o, std::ostream* progress) {
   for (const auto& e : o.experiments)
-    if (e != "overhead" && e != "recovery" && e != "timeout")
-      return make_error(Errc::invalid_argument, "--experiments: unknown '" + e + "' (overhead, recovery, timeout)");
+    if (e != "overhead" && e != "recovery" && e != "timeout" && e != "traffic")
+      return make_error(Errc::invalid_argument,
+                        "--experiments: unknown '" + e + "' (overhead, recovery, timeout, traffic)");
   for (const auto& l : o.levels)
     if (l != "local" && l != "partner" && l != "xor")
       return make_error(Errc::invalid_argument, "--levels: unknown '" + l + "' (local, partner, xor)");
@@ -655,12 +747,15 @@ Result<DistReport> run_dist_bench(const DistBenchOptions& o, std::ostream* progr
     if (auto r = run_recovery(o, run, rep); !r.ok()) return r.error();
   if (wants(o, "timeout"))
     if (auto r = run_timeout(o, run, rep); !r.ok()) return r.error();
+  if (wants(o, "traffic"))
+    if (auto r = run_traffic(o, run, rep); !r.ok()) return r.error();
   return rep;
 }
 
 namespace {
 
 std::string pct(double x) { return fmt("%+.1f%%", 100 * x); }
+std::string pct_of(double part, double whole) { return fmt("%.1f%%", 100 * part / whole); }
 // (b - a) / a, or "-" without both.
 std::string change(double a, double b) { return a > 0 && b > 0 ? pct(b / a - 1) : "-"; }
 // How much the collective commit adds to the local commit's overhead over none.
@@ -790,6 +885,30 @@ void print_dist_report(const DistReport& rep, std::ostream& out) {
            "T_timeout(k), the k iterations since the last checkpoint recomputed (the seed's Fig. 12 bars exceed\n"
            "Fig. 11's by about 2 T_i). The seed: T_i = 770 ms, T_timeout 1,694 ms and 5,082 ms.\n";
   }
+  if (!rep.traffic.empty()) {
+    out << "\ntraffic: " << o.job_ranks << " ranks of dist_worker, one per node, " << o.traffic_words * 8 / 1024
+        << " KiB of state per rank, " << std::max<std::uint64_t>(o.traffic_iterations, 4)
+        << " versions, in-place; per rank and commit\n";
+    std::snprintf(line, sizeof line, "%-8s %8s %12s %10s %12s %12s %10s\n", "level", "changed", "sent KiB", "of state",
+                  "copy us", "commit us", "vs local");
+    out << line;
+    for (const auto& r : rep.traffic) {
+      double local = 0;
+      for (const auto& l : rep.traffic)
+        if (l.level == "local" && l.changed == r.changed) local = l.commit;
+      std::snprintf(line, sizeof line, "%-8s %7.0f%% %12.1f %10s %12.1f %12.1f %10s%s\n", r.level.c_str(),
+                    r.changed * 100, r.sent / 1024, r.payload_bytes > 0 ? pct_of(r.sent, r.payload_bytes).c_str() : "-",
+                    r.redundancy * 1e6, r.commit * 1e6,
+                    local > 0 && r.commit > 0 ? fmt("%.2fx", r.commit / local).c_str() : "-",
+                    r.good_runs < o.repeats ? "  FAILED" : "");
+      out << line;
+      if (!r.error.empty()) out << "  " << r.error << "\n";
+    }
+    out << "sent: bytes this rank sent for redundancy per commit, after partner's first two (whole) copies; of\n"
+           "state: against its state (regions padded to 64 KiB blocks). copy: the partner copy or parity, durable\n"
+           "on its holder; commit: local commit + copy + agreements (rank 0); vs local: against level local with\n"
+           "the same changes. xor reduce-scatters the whole state, (g-1)/g of it per member, changed or not.\n";
+  }
 }
 
 Result<void> write_dist_json(const DistReport& rep, const std::string& path) {
@@ -844,7 +963,15 @@ Result<void> write_dist_json(const DistReport& rep, const std::string& path) {
       << ", \"fits_3\": " << (r.fits[1] ? "true" : "false") << ", \"runs\": " << r.runs
       << ", \"good_runs\": " << r.good_runs << ", \"error\": " << json_str(r.error) << "}";
   }
-  f << "]}}\n";
+  f << "]},\n \"traffic\": [";
+  for (std::size_t i = 0; i < rep.traffic.size(); ++i) {
+    const auto& r = rep.traffic[i];
+    f << (i ? ",\n  " : "\n  ") << "{\"level\": " << json_str(r.level) << ", \"changed\": " << json_num(r.changed)
+      << ", \"sent_bytes\": " << json_num(r.sent) << ", \"payload_bytes\": " << json_num(r.payload_bytes)
+      << ", \"redundancy_s\": " << json_num(r.redundancy) << ", \"commit_s\": " << json_num(r.commit)
+      << ", \"runs\": " << r.runs << ", \"good_runs\": " << r.good_runs << ", \"error\": " << json_str(r.error) << "}";
+  }
+  f << "]}\n";
   if (!f) return make_error(Errc::io_error, path + ": write failed");
   return {};
 }

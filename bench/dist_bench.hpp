@@ -21,6 +21,12 @@
 //             resumed job's storage open and restore) and T_compute (one iteration); T_timeout by
 //             Eq. 3 with the seed's terms (T_hm = 0, T_i = one iteration without persistence, T_r =
 //             T_i / 5, T_w = T_i) at resiliency intervals 1 and 3, and which strategies satisfy Eq. 2.
+//   traffic   what a redundancy level sends per commit and what it costs: dist_worker jobs of
+//             --job-ranks ranks (one per simulated node) whose state of --traffic-words 64-bit words
+//             per rank changes entirely, in 10 % or in 1 % of its words each version, at levels local
+//             (the baseline), partner (only the 64 KiB blocks that changed since that slot's copy) and
+//             xor (the whole state, always); bytes sent per rank and commit in the steady state, and
+//             the commit time (local commit + copy or parity + agreement) against local's.
 // Every run of one size must end with the same checksum (jacobi-mpi's, whatever the strategy, commit
 // mode or failure); a run that does not is reported and not counted.
 #pragma once
@@ -43,7 +49,7 @@ struct DistSize {
 Result<DistSize> parse_dist_size(const std::string& text, const std::string& what);
 
 struct DistBenchOptions {
-  std::vector<std::string> experiments = {"overhead", "recovery", "timeout"};
+  std::vector<std::string> experiments = {"overhead", "recovery", "timeout", "traffic"};
   int repeats = 3;
   // overhead
   std::vector<int> ranks = {1, 2, 4, 8};
@@ -57,6 +63,10 @@ struct DistBenchOptions {
   double hang_timeout = 0.5;  // cairn launch --timeout of the hang runs, seconds
   DistSize timeout_size = {1024, 40};
   std::vector<std::string> strategies = {"in-place", "shadow", "dram-cache", "nt-copy", "file"};
+  // traffic
+  std::uint64_t traffic_words = 1u << 20;  // 8 MiB per rank
+  std::uint64_t traffic_iterations = 40;
+  std::string dist_worker;  // the program ("" or missing: the experiment reports it)
   // Where things run
   std::string dir;         // scratch base for storage ("" = /dev/shm)
   std::string file_dir;    // recovery: the file baseline's checkpoints ("" = the scratch directory)
@@ -102,6 +112,15 @@ struct DistTimeoutRow {
   std::string error;
 };
 
+struct DistTrafficRow {
+  std::string level;                                               // local | partner | xor
+  double changed = 1;                                              // fraction of the words that change per version
+  std::vector<double> bytes, payload, commit_s, redundancy_s;      // per commit, steady state; one per good run
+  double sent = 0, payload_bytes = 0, commit = 0, redundancy = 0;  // medians (bytes, seconds)
+  int runs = 0, good_runs = 0;
+  std::string error;
+};
+
 struct DistReport {
   std::string machine;
   unsigned cores = 0;
@@ -109,6 +128,7 @@ struct DistReport {
   std::vector<DistOverheadRow> overhead;
   std::vector<DistRecoveryRow> recovery;
   std::vector<DistTimeoutRow> timeout;
+  std::vector<DistTrafficRow> traffic;
   double t_i = 0, t_hm = 0, t_r = 0, t_w = 0;  // Eq. 1's terms, seconds
   double t_timeout[2] = {0, 0};                // Eq. 3 at resiliency interval 1 and 3
   bool failed = false;                         // some run failed or ended with another checksum

@@ -365,6 +365,11 @@ class Context {
   Result<void> protect(std::uint64_t version, bool full, bool send, bool recv);
   Result<void> protect_partner(std::uint64_t version, bool full, bool send, bool recv);
   Result<void> protect_parity(std::uint64_t version);
+  // Bytes of chunk c of the padded payload of `version`.
+  void copy_chunk(std::uint64_t version, std::size_t c, std::byte* out) const;
+  // Reduce-scatter with XOR over the parity group: `result` gets this
+  // member's segment of `version` (contributes = false: zeros from here).
+  void xor_ring(std::uint64_t version, bool contributes, std::byte* result);
   // Restore paths beyond the local lanes.
   Result<std::uint64_t> restore_from_pfs(const std::string& why);
   Result<std::uint64_t> restore_in_place(std::chrono::steady_clock::time_point t0);

@@ -360,22 +360,53 @@ Result<void> Context::protect_partner(std::uint64_t version, bool full, bool sen
   return result;
 }
 
-Result<void> Context::protect_parity(std::uint64_t version) {
+void Context::copy_chunk(std::uint64_t version, std::size_t c, std::byte* out) const {
+  // Bytes [c chunk_, (c + 1) chunk_) of the padded payload; zeros past it.
+  std::memset(out, 0, chunk_);
+  const std::size_t lo = c * chunk_, hi = lo + chunk_;
+  store_->for_each_region(version, [&](std::size_t at, const std::byte* p, std::size_t n) {
+    const std::size_t from = std::max(lo, at), to = std::min(hi, at + n);
+    if (from < to) std::memcpy(out + (from - lo), p + (from - at), to - from);
+  });
+}
+
+void Context::xor_ring(std::uint64_t version, bool contributes, std::byte* result) {
+  // A ring reduce-scatter with XOR: in step s member j sends the partial
+  // XOR of segment (j - s - 1) mod g to j + 1 and receives that of segment
+  // (j - s - 2) mod g from j - 1, adding its own chunk for it; after g - 1
+  // steps it holds its own segment, to which it adds nothing. Member j's
+  // contribution to segment t is its chunk (t - j - 1) mod g (none to t = j).
   const std::size_t g = static_cast<std::size_t>(topo_->group_size);
   const std::size_t j = static_cast<std::size_t>(topo_->node - topo_->group_first);
-  // Member j's chunk c goes to segment (j + 1 + c) mod g.
-  scratch_.assign(g * chunk_, std::byte{0});
-  store_->for_each_region(version, [&](std::size_t at, const std::byte* p, std::size_t n) {
-    for (std::size_t off = 0; off < n;) {
-      const std::size_t c = (at + off) / chunk_, in = (at + off) % chunk_, len = std::min(n - off, chunk_ - in);
-      std::memcpy(scratch_.data() + ((j + 1 + c) % g) * chunk_ + in, p + off, len);
-      off += len;
-    }
-  });
+  const int next = static_cast<int>((j + 1) % g), prev = static_cast<int>((j + g - 1) % g);
+  scratch_.resize(2 * chunk_);
+  std::byte* send = scratch_.data();
+  std::byte* recv = scratch_.data() + chunk_;
+  auto contribution = [&](std::size_t segment, std::byte* out) {
+    if (contributes)
+      copy_chunk(version, (segment + 2 * g - j - 1) % g, out);
+    else
+      std::memset(out, 0, chunk_);
+  };
+  contribution((j + g - 1) % g, send);
+  for (std::size_t step = 0; step + 1 < g; ++step) {
+    const bool last = step + 2 == g;
+    std::byte* in = last ? result : recv;
+    MPI_Sendrecv(send, static_cast<int>(chunk_), MPI_BYTE, next, 31, in, static_cast<int>(chunk_), MPI_BYTE, prev, 31,
+                 group_, MPI_STATUS_IGNORE);
+    stats_.redundancy_bytes_sent += chunk_;
+    if (last) break;
+    contribution((j + 2 * g - step - 2) % g, send);
+    auto* a = reinterpret_cast<std::uint64_t*>(send);
+    const auto* b = reinterpret_cast<const std::uint64_t*>(recv);
+    for (std::size_t i = 0; i < chunk_ / 8; ++i) a[i] ^= b[i];
+  }
+}
+
+Result<void> Context::protect_parity(std::uint64_t version) {
   Result<void> result = parity_->begin(version);
   std::byte* mine = parity_->data(static_cast<int>(version % 2));
-  MPI_Reduce_scatter_block(scratch_.data(), mine, static_cast<int>(chunk_ / 8), MPI_UINT64_T, MPI_BXOR, group_);
-  stats_.redundancy_bytes_sent += (g - 1) * chunk_;
+  xor_ring(version, true, mine);
   if (result.ok()) result = parity_->publish(version, detail::payload_checksum(detail::block_hashes(mine, chunk_)));
   return result;
 }
@@ -606,7 +637,6 @@ Result<std::uint64_t> Context::restore() {
       if (lost[static_cast<std::size_t>(m)]) lost_member = m;
     if (lost_member >= 0) {
       const std::size_t gsz = members.size();
-      const std::size_t j = static_cast<std::size_t>(t.node - t.group_first);
       const std::size_t k = static_cast<std::size_t>(lost_member / t.ranks_per_node - t.group_first);
       const int slot = static_cast<int>(g % 2);
       Result<void> check;
@@ -618,19 +648,8 @@ Result<std::uint64_t> Context::restore() {
       if (!all_ok_group)
         rebuilt = check.ok() ? make_error(Errc::corrupted, "a parity segment of the group is damaged") : check;
       std::vector<std::byte> q(chunk_);
-      scratch_.assign(gsz * chunk_, std::byte{0});
-      if (lost_member != t.rank) {
-        store_->for_each_region(g, [&](std::size_t at, const std::byte* p, std::size_t n) {
-          for (std::size_t off = 0; off < n;) {
-            const std::size_t c = (at + off) / chunk_, in = (at + off) % chunk_, len = std::min(n - off, chunk_ - in);
-            std::memcpy(scratch_.data() + ((j + 1 + c) % gsz) * chunk_ + in, p + off, len);
-            off += len;
-          }
-        });
-      }
       if (all_ok_group) {
-        MPI_Reduce_scatter_block(scratch_.data(), q.data(), static_cast<int>(chunk_ / 8), MPI_UINT64_T, MPI_BXOR,
-                                 group_);
+        xor_ring(g, lost_member != t.rank, q.data());
         if (lost_member == t.rank) {
           // Chunk c arrives from the member holding segment (k + 1 + c) mod g.
           std::vector<std::byte> padded((gsz - 1) * chunk_);

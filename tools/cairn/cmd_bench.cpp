@@ -537,7 +537,9 @@ void add_dist(CLI::App& bench) {
       "SIGSTOPped by the bench half-way; seconds from the fault to the relaunched job's restored version, in-place\n"
       "against the file strategy (checkpoints in --file-dir); for the hang, the heartbeat's detection latency\n"
       "against --hang-timeout. timeout: seed 001 Eqs. 1-3 with this machine's T_checkpoint, T_restart, T_compute\n"
-      "per strategy, at resiliency intervals 1 and 3. Ranks beyond the machine's cores are oversubscribed (noted).\n"
+      "per strategy, at resiliency intervals 1 and 3. traffic: bytes a partner copy or XOR parity sends per commit\n"
+      "and its cost against local, with all, 10 % or 1 % of the state changing (dist_worker of the build tree).\n"
+      "Ranks beyond the machine's cores are oversubscribed (noted).\n"
       "Interleaved rounds, medians of --repeats; every run of a size must end with the same checksum.\n"
       "Exit status: 0 measured, 1 some run failed or ended with another checksum, 2 bad option or error.");
   struct Args {
@@ -546,7 +548,8 @@ void add_dist(CLI::App& bench) {
     bool quiet = false;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("--experiments", args->experiments, "Comma-separated: overhead,recovery,timeout (default all)");
+  cmd->add_option("--experiments", args->experiments,
+                  "Comma-separated: overhead,recovery,timeout,traffic (default all)");
   cmd->add_option("--ranks", args->ranks, "overhead: comma-separated rank counts (default 1,2,4,8)");
   cmd->add_option("--levels", args->levels,
                   "overhead: comma-separated redundancy levels local,partner,xor (default local)");
@@ -565,6 +568,10 @@ void add_dist(CLI::App& bench) {
   cmd->add_option("--timeout-size", args->timeout_size, "timeout: N:ITERATIONS (default 1024:40)");
   cmd->add_option("--strategies", args->strategies,
                   "timeout: comma-separated strategies (default in-place,shadow,dram-cache,nt-copy,file)");
+  cmd->add_option("--traffic-words", args->o.traffic_words, "traffic: 64-bit words of state per rank (default 1Mi)")
+      ->check(CLI::Range(std::uint64_t{8192}, std::uint64_t{1} << 30));
+  cmd->add_option("--traffic-iterations", args->o.traffic_iterations, "traffic: versions per job (default 40)")
+      ->check(CLI::Range(4, 100000));
   cmd->add_option("--repeats,-r", args->o.repeats, "Rounds; medians are reported (default 3)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--dir", args->o.dir, "Directory of the ranks' storage (default /dev/shm)");
@@ -588,8 +595,9 @@ void add_dist(CLI::App& bench) {
       if (!s.ok()) return fail("dist", s.error());
       *size = s.value();
     }
-    // <build>/apps/jacobi-mpi/jacobi-mpi, and this tool for `cairn launch`.
+    // <build>/apps/jacobi-mpi/jacobi-mpi, <build>/src/dist/dist_worker, and this tool for `cairn launch`.
     o.jacobi_mpi = (apps_dir() / "jacobi-mpi" / "jacobi-mpi").string();
+    o.dist_worker = (apps_dir().parent_path() / "src" / "dist" / "dist_worker").string();
     std::error_code ec;
     o.cairn = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     if (ec) o.cairn = "cairn";
