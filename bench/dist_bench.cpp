@@ -662,8 +662,9 @@ Result<void> run_traffic(const DistBenchOptions& o, Runner& run, DistReport& rep
         bad = "no matching result in its output: " + out.substr(0, 300);
       if (bad.empty()) {
         ++row.good_runs;
-        const double blocks = static_cast<double>(of_blocks) / static_cast<double>(commits);
-        const double payload = blocks * 65536;
+        // The state as the levels see it: the words and the 64-byte counter region, each padded to
+        // 64 KiB blocks.
+        const double payload = static_cast<double>((o.traffic_words * 8 + 65535) / 65536 + 1) * 65536;
         // Partner: each of the holder's two slots gets the whole state once; the steady state follows.
         const double first = row.level == "partner" ? 2 * payload : 0;
         const double steady_commits = static_cast<double>(commits) - (row.level == "partner" ? 2 : 0);
