@@ -88,6 +88,21 @@ TEST_F(JacobiMpi, LostNodeIsRebuiltWithTheSameChecksum) {
   }
 }
 
+// In-process restart: rank 2's compute process dies at iteration 60; its
+// rank process forks a new one, which restores version 60, gets the halo
+// rows of iteration 61 again from its rank process and rejoins the commit
+// the others wait in. The job ends normally, never relaunched, with the
+// single-process checksum.
+TEST_F(JacobiMpi, SupervisedComputeProcessIsRestartedInPlace) {
+  const std::string expected = single();
+  Outcome o = run(4, {"--supervised", "--crash-at", "60", "--crash-rank", "2"});
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("rank 2: compute process"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("restarted rank=2 version=60 "), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("(from 0)"), std::string::npos) << "the job itself was not relaunched\n" << o.output;
+  EXPECT_EQ(checksum_of(o.output), expected) << o.output;
+}
+
 TEST_F(JacobiMpi, ResumesOnAnotherNumberOfRanks) {
   const std::string expected = single();
   ASSERT_NE(run(4, {"--crash-at", "50", "--crash-rank", "3"}).exit_code, 0);

@@ -15,6 +15,8 @@
 //     (relaunched with --resume; --stop-at 200 and `cairn launch --timeout 1` for a hung rank)
 //   mpirun -n 4 jacobi-mpi --size 256 --iterations 500 --dir /dev/shm/j --redundancy partner --ranks-per-node 2
 //     (two simulated nodes in /dev/shm/j/node0 and node1; delete one, --resume rebuilds it)
+//   mpirun -n 4 jacobi-mpi --size 256 --iterations 500 --dir /dev/shm/j --supervised --crash-at 200
+//     (rank 0's compute process dies and is restarted in place; the job goes on, never relaunched)
 //   mpirun -n 4 jacobi-mpi --size 256 --iterations 500 --dir /dev/shm/j --commit local   (or none)
 //     (`cairn bench dist`'s baselines: each rank commits its lanes without the
 //     agreement, or nothing is persisted; the same checksum)
@@ -64,6 +66,8 @@ struct Args {
   bool resume = false, quiet = false;
   int from_ranks = 0;
   std::string commit = "collective";  // | local | none
+  bool supervised = false;
+  int max_restarts = 3;
   cairn::apps::DistSwitches dist;
 };
 
@@ -203,6 +207,9 @@ std::uint64_t read_old_job(const Args& a, const cairn::persist::Options& base, i
   return g;
 }
 
+int solve(const Args& a, const Grid& grid, const cairn::dist::Options& o, cairn::dist::Context& ctx,
+          std::chrono::steady_clock::time_point t_start);
+
 int run(const Args& a) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -212,9 +219,7 @@ int run(const Args& a) {
   const auto t_start = std::chrono::steady_clock::now();
   // --commit none: the grid in two DRAM arrays swapped every iteration and
   // nothing persisted (the storage is opened but never written).
-  const bool persisting = a.commit != "none";
-  if (!persisting && a.resume) return fail(rank, "--commit none persists nothing to resume from");
-  std::vector<double> plain[2];
+  if (a.commit == "none" && a.resume) return fail(rank, "--commit none persists nothing to resume from");
 
   cairn::dist::Options o;
   o.persist.strategy = a.strategy;
@@ -226,9 +231,22 @@ int run(const Args& a) {
     return fail(rank, "--from-ranks reads the old job's ranks in --dir itself: not with --ranks-per-node");
   if (!a.resume)  // a fresh job starts on empty storage (an old job's versions would outrank it)
     if (auto r = cairn::dist::Context::remove_storage(o, rank, ranks); !r.ok()) return fail(rank, r.error().message);
+  if (a.supervised && (a.from_ranks > 0 || a.commit != "collective"))
+    return fail(rank, "--supervised runs collective commits on the job's own ranks: not with --from-ranks or --commit");
+  auto body = [&](cairn::dist::Context& ctx) { return solve(a, grid, o, ctx, t_start); };
+  if (a.supervised) return cairn::dist::supervise(MPI_COMM_WORLD, o, body, a.max_restarts);
   auto c = cairn::dist::Context::create(MPI_COMM_WORLD, o);
   if (!c.ok()) return fail(rank, c.error().message);
-  auto& ctx = *c.value();
+  return body(*c.value());
+}
+
+// Everything after the Context exists: in a supervised compute process no
+// MPI call but through ctx (its rank process relays them).
+int solve(const Args& a, const Grid& grid, const cairn::dist::Options& o, cairn::dist::Context& ctx,
+          std::chrono::steady_clock::time_point t_start) {
+  const int rank = ctx.rank(), ranks = ctx.size();
+  const bool persisting = a.commit != "none";
+  std::vector<double> plain[2];
   auto psi_r = ctx.dual_region("psi", grid.block_bytes());
   if (!psi_r.ok()) return fail(rank, psi_r.error().message);
   cairn::dist::DualRegion& psi = *psi_r.value();
@@ -236,8 +254,13 @@ int run(const Args& a) {
 
   std::uint64_t start = 0;
   double restore_ms = 0;
-  if (a.resume) {
-    auto g = ctx.restore();
+  // A replacement compute process (supervised) always restores; the
+  // version may be none if its predecessor died before the first commit.
+  const bool resuming = a.resume || ctx.restarted();
+  auto restored = resuming ? ctx.restore() : cairn::Result<std::uint64_t>(std::uint64_t{0});
+  const bool fresh = !restored.ok() && ctx.restarted() && restored.error().code == cairn::Errc::no_version;
+  if (resuming && !fresh) {
+    auto& g = restored;
     if (g.ok()) {
       start = g.value();
     } else if (g.error().code == cairn::Errc::no_version && a.from_ranks > 0 && a.from_ranks != ranks) {
@@ -278,11 +301,11 @@ int run(const Args& a) {
     // Not in the first iteration of a resumed run: a relaunch with the same
     // switches (cairn launch) resumes at crash_at and must get past it.
     if (a.crash_at >= 0 && i == static_cast<std::uint64_t>(a.crash_at) && rank == a.crash_rank &&
-        !(a.resume && i == start))
+        !(resuming && i == start))
       raise(SIGKILL);
     // A hung rank (the heartbeat monitor's case).
     if (a.stop_at >= 0 && i == static_cast<std::uint64_t>(a.stop_at) && rank == a.crash_rank &&
-        !(a.resume && i == start))
+        !(resuming && i == start))
       raise(SIGSTOP);
     const auto t0 = std::chrono::steady_clock::now();
     if (persisting)
@@ -290,10 +313,8 @@ int run(const Args& a) {
     const double* in = persisting ? psi.read<double>() : plain[0].data();
     const std::size_t rows = grid.hi() - grid.lo();
     // Halo: my first row goes up, my last row goes down.
-    MPI_Sendrecv(in, static_cast<int>(w), MPI_DOUBLE, above, 0, down.data(), static_cast<int>(w), MPI_DOUBLE, below, 0,
-                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    MPI_Sendrecv(in + (rows - 1) * w, static_cast<int>(w), MPI_DOUBLE, below, 1, up.data(), static_cast<int>(w),
-                 MPI_DOUBLE, above, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    ctx.sendrecv(in, w * sizeof(double), above, down.data(), w * sizeof(double), below);
+    ctx.sendrecv(in + (rows - 1) * w, w * sizeof(double), below, up.data(), w * sizeof(double), above);
     grid.step(in, persisting ? psi.write<double>() : plain[1].data(), up.data(), down.data());
     const auto t1 = std::chrono::steady_clock::now();
     if (a.commit == "none") {
@@ -310,21 +331,32 @@ int run(const Args& a) {
     commit_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   }
 
-  // Gather the grid on rank 0 for the checksum.
-  std::vector<int> counts(static_cast<std::size_t>(ranks)), displs(static_cast<std::size_t>(ranks));
+  // The grid on every rank for the checksum: each rank's rows padded to the
+  // largest block (an all-gather of words, which a supervisor can relay).
+  std::size_t most = 0;
+  for (int r = 0; r < ranks; ++r) most = std::max(most, Grid(a.n, r, ranks).hi() - Grid(a.n, r, ranks).lo());
+  std::vector<std::uint64_t> mine(most * w, 0), all(most * w * static_cast<std::size_t>(ranks));
+  std::memcpy(mine.data(), persisting ? psi.read<double>() : plain[0].data(), grid.block_bytes());
+  ctx.allgather(mine.data(), static_cast<int>(mine.size()), all.data());
+  std::vector<double> whole(w * w);
   for (int r = 0; r < ranks; ++r) {
     const Grid g(a.n, r, ranks);
-    counts[static_cast<std::size_t>(r)] = static_cast<int>((g.hi() - g.lo()) * w);
-    displs[static_cast<std::size_t>(r)] = static_cast<int>(g.lo() * w);
+    std::memcpy(whole.data() + g.lo() * w, all.data() + static_cast<std::size_t>(r) * most * w,
+                (g.hi() - g.lo()) * w * sizeof(double));
   }
-  std::vector<double> whole(rank == 0 ? w * w : 0);
-  MPI_Gatherv(persisting ? psi.read<double>() : plain[0].data(), counts[static_cast<std::size_t>(rank)], MPI_DOUBLE,
-              whole.data(), counts.data(), displs.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
   const auto& s = ctx.stats();
-  double local_us = s.commits ? s.local_commit_seconds / static_cast<double>(s.commits) * 1e6 : 0;
-  double agree_us = s.commits ? s.agree_seconds / static_cast<double>(s.commits) * 1e6 : 0;
-  double worst[2] = {local_us, agree_us}, worst_all[2];
-  MPI_Reduce(worst, worst_all, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  const double per = s.commits ? 1e6 / static_cast<double>(s.commits) : 0;
+  double worst[2] = {s.local_commit_seconds * per, s.agree_seconds * per}, worst_all[2] = {0, 0};
+  std::uint64_t words[2];
+  std::vector<std::uint64_t> gathered(2 * static_cast<std::size_t>(ranks));
+  std::memcpy(words, worst, sizeof words);
+  ctx.allgather(words, 2, gathered.data());
+  for (int r = 0; r < ranks; ++r)
+    for (int k = 0; k < 2; ++k) {
+      double v = 0;
+      std::memcpy(&v, &gathered[2 * static_cast<std::size_t>(r) + static_cast<std::size_t>(k)], sizeof v);
+      worst_all[k] = std::max(worst_all[k], v);
+    }
   if (rank == 0) {
     std::printf("jacobi-mpi %s ranks=%d%s: iterations %" PRIu64 " (from %" PRIu64 ")  checksum %016" PRIx64 "\n",
                 persisting ? a.strategy.c_str() : "none", ranks, a.commit == "local" ? " commit=local" : "",
@@ -358,6 +390,9 @@ int main(int argc, char** argv) {
                  "(benchmark baselines)")
       ->check(CLI::IsMember({"collective", "local", "none"}));
   a.dist.add_to(cli);
+  cli.add_flag("--supervised", a.supervised,
+               "compute in a child process of each rank, restarted in place when it dies (no relaunch)");
+  cli.add_option("--max-restarts", a.max_restarts, "--supervised: in-place restarts before the job is ended");
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

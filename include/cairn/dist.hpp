@@ -340,6 +340,15 @@ class Context {
   MPI_Comm comm() const { return comm_; }
   const Stats& stats() const { return stats_; }
   RankStore& store() { return *store_; }
+  // Communication of the application that also works in a supervised
+  // compute process (supervise()), where the rank process performs it:
+  // MPI_Sendrecv of bytes with ranks of the job's communicator (MPI_PROC_NULL
+  // allowed), in the iteration being computed (after begin()); a compute
+  // process that replaces a dead one and recomputes that iteration gets the
+  // same answers again, its sends not repeated. And an all-gather of n
+  // 64-bit words from every rank (collective).
+  void sendrecv(const void* send, std::size_t send_bytes, int dest, void* recv, std::size_t recv_bytes, int source);
+  void allgather(const std::uint64_t* mine, int n, std::uint64_t* all);
   // In a supervised compute process (supervise()): true when it replaces one
   // that died, and restore() then gives the version the job agreed on last.
   bool restarted() const { return restarted_; }
@@ -376,13 +385,13 @@ class Context {
   // The collectives of the local level, through MPI or, in a supervised
   // compute process, through its supervisor (the rank process).
   int reduce_min(int value, std::uint64_t commit_version);
-  void allgather(const std::uint64_t* mine, int n, std::uint64_t* all);
   Result<void> agree(const Result<void>& local, const std::string& what, std::uint64_t commit_version = 0);
   void tell_supervisor_started();
   friend int supervise(MPI_Comm, Options, const std::function<int(Context&)>&, int);
   int supervisor_fd_ = -1;
   bool restarted_ = false, started_sent_ = false;
   std::uint64_t restart_version_ = 0;
+  std::uint64_t exchange_iteration_ = 0, exchange_seq_ = 0;  // sendrecv's place, for replays
   std::chrono::steady_clock::time_point last_beat_{};
   std::vector<std::byte> payload_copy(std::uint64_t version) const;
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -405,8 +414,9 @@ class Context {
 // child process of the calling rank, the compute process; the rank process
 // stays behind as its supervisor and performs the collectives of ctx on its
 // behalf (the compute process never calls MPI: the application's own
-// communication must go through ctx, so this suits ranks whose only
-// collective is the commit). When the compute process dies (SIGKILL,
+// communication goes through ctx.sendrecv and ctx.allgather, which the rank
+// process relays, replaying the current iteration's exchanges to a
+// replacement). When the compute process dies (SIGKILL,
 // SIGSEGV, SIGBUS...) after its first restore or commit, the supervisor
 // forks a new one at once, up to max_restarts times: its restore() selects
 // the version the job agreed on last, which its lanes hold, it recomputes

@@ -91,6 +91,26 @@ void Context::allgather(const std::uint64_t* mine, int n, std::uint64_t* all) {
                          static_cast<std::size_t>(n) * static_cast<std::size_t>(size()));
 }
 
+void Context::sendrecv(const void* send, std::size_t send_bytes, int dest, void* recv, std::size_t recv_bytes,
+                       int source) {
+  if (supervisor_fd_ < 0) {
+    MPI_Sendrecv(send, static_cast<int>(send_bytes), MPI_BYTE, dest, 41, recv, static_cast<int>(recv_bytes), MPI_BYTE,
+                 source, 41, comm_, MPI_STATUS_IGNORE);
+    return;
+  }
+  const std::uint64_t iteration = version() + 1;
+  if (iteration != exchange_iteration_) exchange_iteration_ = iteration, exchange_seq_ = 0;
+  // {dest, source, send bytes, recv bytes, sequence in the iteration}, then the bytes.
+  std::vector<std::uint64_t> in(5 + (send_bytes + 7) / 8, 0);
+  in[0] = static_cast<std::uint64_t>(static_cast<std::int64_t>(dest));
+  in[1] = static_cast<std::uint64_t>(static_cast<std::int64_t>(source));
+  in[2] = send_bytes, in[3] = recv_bytes, in[4] = exchange_seq_++;
+  std::memcpy(in.data() + 5, send, send_bytes);
+  std::vector<std::uint64_t> out((recv_bytes + 7) / 8);
+  detail::ask_supervisor(supervisor_fd_, detail::Op::sendrecv, iteration, in.data(), in.size(), out.data(), out.size());
+  std::memcpy(recv, out.data(), recv_bytes);
+}
+
 Result<void> Context::agree(const Result<void>& local, const std::string& what, std::uint64_t commit_version) {
   const int failed = reduce_min(local.ok() ? size() : rank(), commit_version);
   if (failed == size()) return {};

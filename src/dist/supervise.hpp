@@ -8,6 +8,10 @@
 // version when it succeeds); allgather: n words from every rank; started: the
 // compute process restored (or starts from scratch at) the version given,
 // from now on a death is restarted in place. No answer to started.
+// sendrecv (commit version = the iteration being computed): {dest, source,
+// send bytes, receive bytes, sequence number in the iteration} and the bytes;
+// the answer is the bytes received. The supervisor keeps the answers of the
+// newest iteration and replays them to a replacement that recomputes it.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +19,7 @@
 
 namespace cairn::dist::detail {
 
-enum class Op : std::uint32_t { min_int = 1, allgather = 2, started = 3 };
+enum class Op : std::uint32_t { min_int = 1, allgather = 2, started = 3, sendrecv = 4 };
 
 struct Request {
   Op op;
