@@ -378,7 +378,7 @@ Result<void> run_overhead(const DistBenchOptions& o, Runner& run, DistReport& re
 Result<void> measure_recovery(const DistBenchOptions& o, Runner& run, const std::string& storage_base,
                               DistRecoveryRow& row, int round) {
   const DistSize& size = o.recovery_size;
-  const bool hang = row.kind == "hang", node = row.kind == "node";
+  const bool hang = row.kind == "hang", node = row.kind == "node", restart = row.kind == "restart";
   // kind node: two simulated nodes with partner copies; the last node's
   // ranks are killed and its directory deleted.
   const int per_node = std::max(1, o.job_ranks / 2);
@@ -396,6 +396,9 @@ Result<void> measure_recovery(const DistBenchOptions& o, Runner& run, const std:
   argv.insert(argv.end(), a.begin(), a.end());
   argv.insert(argv.end(), {"--strategy", row.strategy});
   if (node) argv.insert(argv.end(), {"--redundancy", "partner", "--ranks-per-node", std::to_string(per_node)});
+  // kind restart: supervised compute processes; the last rank's is killed
+  // and replaced in place, the job never relaunched.
+  if (restart) argv.emplace_back("--supervised");
   auto started = start(argv, fs::path(run.scratch) / "stderr.txt");
   if (!started.ok()) return started.error();
   Child& c = *started.value();
@@ -448,8 +451,13 @@ Result<void> measure_recovery(const DistBenchOptions& o, Runner& run, const std:
     }
     if (t_restored != Clock::time_point{}) continue;
     const auto beats = read_beats(beats_dir, o.job_ranks);
-    if (std::all_of(beats.begin(), beats.end(), [](const Beat& b) { return b.present && b.restored > 0; }))
+    if (restart) {
+      // The replacement beats once it restored; the other ranks never restore.
+      if (beats.back().present && beats.back().restored > 0)
+        t_restored = Clock::now(), restored = beats.back().restored;
+    } else if (std::all_of(beats.begin(), beats.end(), [](const Beat& b) { return b.present && b.restored > 0; })) {
       t_restored = Clock::now(), restored = beats.front().restored;
+    }
   }
   c.finish(deadline);
   kill_leftovers(dir.string());
@@ -465,9 +473,18 @@ Result<void> measure_recovery(const DistBenchOptions& o, Runner& run, const std:
       std::sscanf(l.text.c_str(), "cairn launch: attempt 1: all %*d ranks resumed at version %llu, %lf", &v, &relaunch);
   }
   const double total = seconds(t_restored - t_fault);
-  const JacobiOutput j = parse_jacobi(c.output());
+  JacobiOutput j = parse_jacobi(c.output());
+  if (restart) {
+    // The rank process's report: until the replacement's first agreement.
+    const auto at = c.output().find("restarted rank=");
+    if (at != std::string::npos)
+      std::sscanf(c.output().c_str() + at, "restarted rank=%*d version=%*u restart_ms=%lf", &j.restart_ms);
+    if (c.output().find("attempt 0 failed") != std::string::npos)
+      bad = "the job was relaunched: " + c.output().substr(0, 400);
+  }
   if (bad.empty()) bad = run.check(c, j, size);
-  if (bad.empty() && (ended < 0 || t_restored == Clock::time_point{} || (hang && detect < 0) || j.restart_ms < 0))
+  if (bad.empty() &&
+      ((ended < 0 && !restart) || t_restored == Clock::time_point{} || (hang && detect < 0) || j.restart_ms < 0))
     bad = "no failure, detection or restore seen: " + c.output().substr(0, 400);
   if (bad.empty()) {
     ++row.good_runs;
@@ -505,11 +522,14 @@ Result<void> run_recovery(const DistBenchOptions& o, Runner& run, DistReport& re
   if (const std::string bad = run.check(*ref.value(), parse_jacobi(ref.value()->output()), o.recovery_size);
       !bad.empty())
     return make_error(Errc::io_error, "the uninterrupted recovery job failed: " + bad);
-  for (const char* kind : {"kill", "hang", "node"})
+  for (const char* kind : {"kill", "hang", "node", "restart"})
     for (const char* strategy : {"in-place", "file"}) {
-      // A node loss against the kill of a rank whose checkpoints are on
-      // the parallel file system (the file row of kind kill).
-      if (std::string(kind) == "node" && (std::string(strategy) == "file" || o.job_ranks < 2)) continue;
+      // A node loss and an in-place restart against the kill of a rank
+      // whose checkpoints are on the parallel file system (the file row of
+      // kind kill).
+      const std::string k = kind;
+      if ((k == "node" || k == "restart") && std::string(strategy) == "file") continue;
+      if (k == "node" && o.job_ranks < 2) continue;
       DistRecoveryRow row;
       row.kind = kind, row.strategy = strategy;
       row.storage = std::string(strategy) == "file" && file_scratch ? file_scratch->path() : run.scratch;
@@ -816,21 +836,24 @@ void print_dist_report(const DistReport& rep, std::ostream& out) {
   if (!rep.recovery.empty()) {
     out << "\nrecovery: " << o.job_ranks << " ranks under cairn launch, " << o.recovery_size.n << "x"
         << o.recovery_size.n << " grid, " << o.recovery_size.iterations << " iterations; rank " << o.job_ranks - 1
-        << " SIGKILLed (kill) or SIGSTOPped (hang), or node 1 lost (node: its " << std::max(1, o.job_ranks / 2)
+        << " SIGKILLed (kill), its compute process killed (restart), or SIGSTOPped (hang), or node 1 lost (node: its "
+        << std::max(1, o.job_ranks / 2)
         << " ranks SIGKILLed and its directory deleted, the job rebuilding them from partner copies) once every "
            "rank has beaten version "
         << std::max<std::uint64_t>(1, o.recovery_size.iterations / 2) << "\n";
-    std::snprintf(line, sizeof line, "%-5s %-9s %9s %9s %9s %10s %10s %11s %6s %8s\n", "kind", "strategy", "detect s",
+    std::snprintf(line, sizeof line, "%-7s %-9s %9s %9s %9s %10s %10s %11s %6s %8s\n", "kind", "strategy", "detect s",
                   "T_timeout", "ended s", "relaunch s", "restored s", "restore ms", "vs beat", "vs file");
     out << line;
     for (const auto& r : rep.recovery) {
       double file_total = 0;
       for (const auto& f : rep.recovery)
-        if ((f.kind == r.kind || (r.kind == "node" && f.kind == "kill")) && f.strategy == "file") file_total = f.total;
+        if ((f.kind == r.kind || ((r.kind == "node" || r.kind == "restart") && f.kind == "kill")) &&
+            f.strategy == "file")
+          file_total = f.total;
       const bool hang = r.kind == "hang";
-      std::snprintf(line, sizeof line, "%-5s %-9s %9s %9s %9.3f %10s %10.3f %11.3f %6.0f %8s%s\n", r.kind.c_str(),
+      std::snprintf(line, sizeof line, "%-7s %-9s %9s %9s %9s %10s %10.3f %11.3f %6.0f %8s%s\n", r.kind.c_str(),
                     r.strategy.c_str(), hang ? fmt("%.3f", r.detect).c_str() : "-",
-                    hang ? fmt("%.3f", o.hang_timeout).c_str() : "-", r.ended,
+                    hang ? fmt("%.3f", o.hang_timeout).c_str() : "-", r.ended >= 0 ? fmt("%.3f", r.ended).c_str() : "-",
                     r.relaunch_s.empty() ? "-" : fmt("%.3f", r.relaunch).c_str(), r.total, r.restore,
                     r.vs_beaten_median,
                     file_total > 0 && r.total > 0 ? fmt("%.2fx", file_total / r.total).c_str() : "-",
@@ -846,8 +869,10 @@ void print_dist_report(const DistReport& rep, std::ostream& out) {
            "restored (heartbeat files polled by the bench every 2 ms). restore ms: the resumed ranks' storage open\n"
            "and restore. vs beat: the version restored minus the newest beaten before the fault (>= 0: nothing lost;\n"
            "+1: a version was global before its beats were written). vs file: the file strategy's restored\n"
-           "time over this row's (a relaunch from file checkpoints, measured in the same rounds; for node, the\n"
-           "kill row's: file checkpoints on the shared file system survive the node).\n";
+           "time over this row's (a relaunch from file checkpoints, measured in the same rounds; for node and\n"
+           "restart, the kill row's: file checkpoints on the shared file system survive the node). restart:\n"
+           "--supervised, the rank's compute process SIGKILLed and replaced in place (no relaunch); restored =\n"
+           "the replacement's first beat, restore ms = the rank process's restart_ms (until its first agreement).\n";
     for (const auto& r : rep.recovery)
       if (r.strategy == "file" && r.kind == "kill") out << "file checkpoints in " << r.storage << "\n";
   }
