@@ -15,15 +15,7 @@ namespace {
 
 using cairn::testing::Outcome;
 
-// The 16 hex digits after "checksum " (std::regex is avoided: GCC 12's
-// -Wmaybe-uninitialized fires inside <regex> under the sanitizer build).
-std::string checksum_of(const std::string& out) {
-  for (std::size_t at = out.find("checksum "); at != std::string::npos; at = out.find("checksum ", at + 1)) {
-    const std::string h = out.substr(at + 9, 16);
-    if (h.size() == 16 && h.find_first_not_of("0123456789abcdef") == std::string::npos) return h;
-  }
-  return "";
-}
+using cairn::testing::checksum_in;
 
 class JacobiMpi : public ::testing::Test {
  protected:
@@ -39,7 +31,7 @@ class JacobiMpi : public ::testing::Test {
     Outcome o = cairn::testing::run_program(CAIRN_JACOBI, {"--size", "48", "--iterations", "120", "--quiet"});
     EXPECT_EQ(o.exit_code, 0) << o.output;
     EXPECT_NE(o.output.find("VERIFIED"), std::string::npos) << o.output;
-    return checksum_of(o.output);
+    return checksum_in(o.output);
   }
   cairn::testing::TempDir dir;
 };
@@ -50,7 +42,7 @@ TEST_F(JacobiMpi, SameChecksumAsOneProcess) {
   for (int ranks = 2; ranks <= 4; ++ranks) {
     Outcome o = run(ranks, {});
     ASSERT_EQ(o.exit_code, 0) << o.output;
-    EXPECT_EQ(checksum_of(o.output), expected) << ranks << " ranks\n" << o.output;
+    EXPECT_EQ(checksum_in(o.output), expected) << ranks << " ranks\n" << o.output;
   }
 }
 
@@ -58,11 +50,11 @@ TEST_F(JacobiMpi, ResumesAfterAKillWithTheSameChecksum) {
   const std::string expected = single();
   Outcome k = run(3, {"--crash-at", "70", "--crash-rank", "1"});
   ASSERT_NE(k.exit_code, 0) << k.output;
-  EXPECT_EQ(checksum_of(k.output), "") << k.output;
+  EXPECT_EQ(checksum_in(k.output), "") << k.output;
   Outcome r = run(3, {"--resume"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("(from 70)"), std::string::npos) << r.output;
-  EXPECT_EQ(checksum_of(r.output), expected) << r.output;
+  EXPECT_EQ(checksum_in(r.output), expected) << r.output;
 }
 
 // A node lost (its rank killed, its directory deleted): the relaunch
@@ -82,7 +74,7 @@ TEST_F(JacobiMpi, LostNodeIsRebuiltWithTheSameChecksum) {
     Outcome r = run(4, with({"--resume"}));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("(from 60)"), std::string::npos) << r.output;
-    EXPECT_EQ(checksum_of(r.output), expected) << r.output;
+    EXPECT_EQ(checksum_in(r.output), expected) << r.output;
     std::filesystem::remove_all(dir.path());
     std::filesystem::create_directories(dir.path());
   }
@@ -100,7 +92,7 @@ TEST_F(JacobiMpi, SupervisedComputeProcessIsRestartedInPlace) {
   EXPECT_NE(o.output.find("rank 2: compute process"), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("restarted rank=2 version=60 "), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("(from 0)"), std::string::npos) << "the job itself was not relaunched\n" << o.output;
-  EXPECT_EQ(checksum_of(o.output), expected) << o.output;
+  EXPECT_EQ(checksum_in(o.output), expected) << o.output;
 }
 
 TEST_F(JacobiMpi, ResumesOnAnotherNumberOfRanks) {
@@ -117,7 +109,7 @@ TEST_F(JacobiMpi, ResumesOnAnotherNumberOfRanks) {
   Outcome r3 = run(3, {"--resume", "--from-ranks", "2"});
   ASSERT_EQ(r3.exit_code, 0) << r3.output;
   EXPECT_NE(r3.output.find("repartitioned version 90 from 2 ranks to 3"), std::string::npos) << r3.output;
-  EXPECT_EQ(checksum_of(r3.output), expected) << r3.output;
+  EXPECT_EQ(checksum_in(r3.output), expected) << r3.output;
 }
 
 // cairn launch relaunches a job whose rank was killed, with --resume: it ends
@@ -133,7 +125,7 @@ TEST_F(JacobiMpi, LaunchRelaunchesAKilledJob) {
   EXPECT_NE(o.output.find("all 3 ranks resumed at version 70"), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("job finished after 1 restart"), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("(from 70)"), std::string::npos) << o.output;
-  EXPECT_EQ(checksum_of(o.output), expected) << o.output;
+  EXPECT_EQ(checksum_in(o.output), expected) << o.output;
 }
 
 // A rank that hangs (SIGSTOP) stops beating: declared dead after T_timeout
@@ -149,7 +141,7 @@ TEST_F(JacobiMpi, LaunchRelaunchesAJobWithAHungRank) {
   EXPECT_NE(o.output.find("declared dead"), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("heartbeat lost"), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("(from 40)"), std::string::npos) << o.output;
-  EXPECT_EQ(checksum_of(o.output), expected) << o.output;
+  EXPECT_EQ(checksum_in(o.output), expected) << o.output;
 }
 
 TEST_F(JacobiMpi, LaunchGivesUpAfterMaxRestarts) {

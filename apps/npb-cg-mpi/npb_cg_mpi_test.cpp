@@ -16,14 +16,7 @@ namespace {
 
 using cairn::testing::Outcome;
 
-// The 16 hex digits after "checksum " (no std::regex: see jacobi_mpi_test).
-std::string checksum_of(const std::string& out) {
-  for (std::size_t at = out.find("checksum "); at != std::string::npos; at = out.find("checksum ", at + 1)) {
-    const std::string h = out.substr(at + 9, 16);
-    if (h.size() == 16 && h.find_first_not_of("0123456789abcdef") == std::string::npos) return h;
-  }
-  return "";
-}
+using cairn::testing::checksum_in;
 
 bool has(const std::string& out, const std::string& what) { return out.find(what) != std::string::npos; }
 
@@ -41,7 +34,7 @@ class NpbCgMpi : public ::testing::Test {
     Outcome o = cairn::testing::run_program(CAIRN_NPB_CG, {"--size", "S", "--quiet"});
     EXPECT_EQ(o.exit_code, 0) << o.output;
     EXPECT_TRUE(has(o.output, "VERIFIED  zeta 8.5971775078648")) << o.output;
-    return checksum_of(o.output);
+    return checksum_in(o.output);
   }
   cairn::testing::TempDir dir;
 };
@@ -56,7 +49,7 @@ TEST_F(NpbCgMpi, SameChecksumAsOneProcess) {
         << ranks << " ranks\n"
         << o.output;
     EXPECT_TRUE(has(o.output, "iterations 375 (from 0)")) << o.output;
-    EXPECT_EQ(checksum_of(o.output), expected) << ranks << " ranks\n" << o.output;
+    EXPECT_EQ(checksum_in(o.output), expected) << ranks << " ranks\n" << o.output;
   }
 }
 
@@ -65,13 +58,13 @@ TEST_F(NpbCgMpi, ResumesAfterAKillWithTheSameChecksum) {
   const std::string expected = single();
   Outcome k = run(3, {"--crash-at", "137", "--crash-rank", "1", "--quiet"});
   ASSERT_NE(k.exit_code, 0) << k.output;
-  EXPECT_EQ(checksum_of(k.output), "") << k.output;
+  EXPECT_EQ(checksum_in(k.output), "") << k.output;
   Outcome r = run(3, {"--resume", "--quiet"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "resumed at version 137: restored from local, 0 ranks rebuilt")) << r.output;
   EXPECT_TRUE(has(r.output, "VERIFIED")) << r.output;
   EXPECT_TRUE(has(r.output, "iterations 375 (from 137)")) << r.output;
-  EXPECT_EQ(checksum_of(r.output), expected) << r.output;
+  EXPECT_EQ(checksum_in(r.output), expected) << r.output;
 }
 
 // Node 1 (ranks 2 and 3 of 4, two ranks per simulated node) dies and its
@@ -93,7 +86,7 @@ TEST_F(NpbCgMpi, ResumesAfterALostNodeWithTheSameChecksum) {
   EXPECT_TRUE(has(r.output, "resumed at version 210: restored from partner, 2 ranks rebuilt")) << r.output;
   EXPECT_TRUE(has(r.output, "VERIFIED")) << r.output;
   EXPECT_TRUE(has(r.output, "iterations 375 (from 210)")) << r.output;
-  EXPECT_EQ(checksum_of(r.output), expected) << r.output;
+  EXPECT_EQ(checksum_in(r.output), expected) << r.output;
 }
 
 }  // namespace

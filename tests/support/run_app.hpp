@@ -98,4 +98,15 @@ inline std::uint32_t restart_seed(const std::string& variant, const std::string&
   return static_cast<std::uint32_t>(std::hash<std::string>{}(variant + "/" + strategy));
 }
 
+// The 16 hex digits after the first "checksum " in an app's output that has
+// them, "" if none (std::regex is avoided: GCC 12's -Wmaybe-uninitialized
+// fires inside <regex> under the sanitizer build).
+inline std::string checksum_in(const std::string& out) {
+  for (std::size_t at = out.find("checksum "); at != std::string::npos; at = out.find("checksum ", at + 1)) {
+    const std::string h = out.substr(at + 9, 16);
+    if (h.size() == 16 && h.find_first_not_of("0123456789abcdef") == std::string::npos) return h;
+  }
+  return "";
+}
+
 }  // namespace cairn::testing
