@@ -1,0 +1,153 @@
+// protection_test.cpp — the pieces of dist's redundancy that need no MPI:
+// slot files (partner copies, parity segments) and the flushed versions.
+#include "dist/protection.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <tuple>
+
+#include "tests/support/temp_dir.hpp"
+
+namespace {
+
+using cairn::Errc;
+using cairn::dist::detail::PfsFlusher;
+using cairn::dist::detail::SlotFile;
+using cairn::testing::TempDir;
+
+std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + seed * 17) & 0xff);
+  return v;
+}
+
+std::uint64_t checksum_of(const std::vector<std::byte>& v) {
+  return cairn::dist::detail::payload_checksum(cairn::dist::detail::block_hashes(v.data(), v.size()));
+}
+
+constexpr std::size_t kBytes = 3 * cairn::dist::RankStore::kBlock;
+
+TEST(SlotFile, TwoVersionsSurviveReopenAndVerify) {
+  TempDir dir;
+  const std::string path = dir.file("copy.pool");
+  const auto v5 = pattern(kBytes, 5), v6 = pattern(kBytes, 6);
+  {
+    auto f = SlotFile::open(path, SlotFile::Kind::partner, 2, 1, 4, kBytes).value();
+    EXPECT_EQ(f->held(0), 0u);
+    EXPECT_EQ(f->held(1), 0u);
+    for (const auto* v : {&v5, &v6}) {
+      const std::uint64_t version = v == &v5 ? 5 : 6;
+      ASSERT_TRUE(f->begin(version).ok());
+      std::memcpy(f->data(static_cast<int>(version % 2)), v->data(), kBytes);
+      ASSERT_TRUE(f->publish(version, checksum_of(*v)).ok());
+    }
+  }
+  auto f = SlotFile::open(path, SlotFile::Kind::partner, 2, 1, 4, kBytes).value();
+  EXPECT_EQ(f->held(1), 5u);
+  EXPECT_EQ(f->held(0), 6u);
+  EXPECT_TRUE(f->verify(0));
+  EXPECT_TRUE(f->verify(1));
+  EXPECT_EQ(std::memcmp(f->data(1), v5.data(), kBytes), 0);
+  EXPECT_EQ(std::memcmp(f->data(0), v6.data(), kBytes), 0);
+}
+
+// Writing version 7 into slot 1 empties it first: a crash before publish
+// leaves version 6 and an empty slot, never half of 5 and half of 7.
+TEST(SlotFile, ASlotBeingRewrittenHoldsNoVersion) {
+  TempDir dir;
+  const std::string path = dir.file("copy.pool");
+  const auto v = pattern(kBytes, 1);
+  {
+    auto f = SlotFile::open(path, SlotFile::Kind::parity, 0, 0, 2, kBytes).value();
+    for (std::uint64_t version : {5, 6}) {
+      ASSERT_TRUE(f->begin(version).ok());
+      std::memcpy(f->data(static_cast<int>(version % 2)), v.data(), kBytes);
+      ASSERT_TRUE(f->publish(version, checksum_of(v)).ok());
+    }
+    ASSERT_TRUE(f->begin(7).ok());
+    std::memset(f->data(1), 0xab, kBytes / 2);  // and the process dies here
+  }
+  auto f = SlotFile::open(path, SlotFile::Kind::parity, 0, 0, 2, kBytes).value();
+  EXPECT_EQ(f->held(0), 6u);
+  EXPECT_EQ(f->held(1), 0u);
+}
+
+TEST(SlotFile, DamagedBytesFailTheChecksum) {
+  TempDir dir;
+  const std::string path = dir.file("copy.pool");
+  const auto v = pattern(kBytes, 3);
+  {
+    auto f = SlotFile::open(path, SlotFile::Kind::partner, 1, 0, 2, kBytes).value();
+    ASSERT_TRUE(f->begin(4).ok());
+    std::memcpy(f->data(0), v.data(), kBytes);
+    ASSERT_TRUE(f->publish(4, checksum_of(v)).ok());
+    f->data(0)[kBytes - 1] ^= std::byte{1};  // one bit, in the last block
+  }
+  auto f = SlotFile::open(path, SlotFile::Kind::partner, 1, 0, 2, kBytes).value();
+  EXPECT_EQ(f->held(0), 4u);
+  EXPECT_FALSE(f->verify(0));
+}
+
+TEST(SlotFile, AnotherJobsFileIsRefusedByName) {
+  TempDir dir;
+  const std::string path = dir.file("copy.pool");
+  ASSERT_TRUE(SlotFile::open(path, SlotFile::Kind::partner, 1, 0, 2, kBytes).ok());
+  for (auto [kind, source, nranks, bytes] :
+       {std::tuple{SlotFile::Kind::parity, 0, 2, kBytes}, std::tuple{SlotFile::Kind::partner, 3, 2, kBytes},
+        std::tuple{SlotFile::Kind::partner, 0, 4, kBytes}, std::tuple{SlotFile::Kind::partner, 0, 2, 2 * kBytes}}) {
+    auto f = SlotFile::open(path, kind, 1, source, nranks, bytes);
+    ASSERT_FALSE(f.ok());
+    EXPECT_EQ(f.error().code, Errc::corrupted);
+    EXPECT_NE(f.error().message.find(path), std::string::npos) << f.error().message;
+    EXPECT_NE(f.error().message.find("remove it to start over"), std::string::npos) << f.error().message;
+  }
+  std::ofstream(dir.file("junk.pool")) << "not a pool";
+  EXPECT_FALSE(SlotFile::open(dir.file("junk.pool"), SlotFile::Kind::partner, 1, 0, 2, kBytes).ok());
+}
+
+TEST(PfsFlusher, KeepsTheTwoNewestCompleteVersions) {
+  TempDir dir;
+  PfsFlusher f(dir.path(), "job", 1, 3);
+  for (std::uint64_t v : {10, 20, 30}) {
+    ASSERT_TRUE(f.start(v, pattern(kBytes + 5, static_cast<unsigned>(v))).ok());
+    ASSERT_TRUE(f.wait().ok());
+  }
+  EXPECT_EQ(f.versions(), (std::vector<std::uint64_t>{30, 20}));
+  std::vector<std::byte> back(kBytes + 5);
+  ASSERT_TRUE(f.read(20, back).ok());
+  EXPECT_EQ(back, pattern(kBytes + 5, 20));
+  // An unfinished flush (its temporary file) is not a version.
+  std::ofstream(f.file(40) + ".tmp") << "partial";
+  EXPECT_EQ(f.versions(), (std::vector<std::uint64_t>{30, 20}));
+  // Another rank's files are not this rank's.
+  PfsFlusher other(dir.path(), "job", 2, 3);
+  EXPECT_TRUE(other.versions().empty());
+}
+
+TEST(PfsFlusher, DamagedTruncatedOrForeignFilesAreCorrupted) {
+  TempDir dir;
+  PfsFlusher f(dir.path(), "job", 0, 2);
+  ASSERT_TRUE(f.start(7, pattern(kBytes, 7)).ok());
+  ASSERT_TRUE(f.wait().ok());
+  std::vector<std::byte> back(kBytes);
+  {
+    std::fstream io(f.file(7), std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(64 + 1000);
+    io.put('x');
+  }
+  auto r = f.read(7, back);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::corrupted);
+  EXPECT_NE(r.error().message.find("checksum"), std::string::npos) << r.error().message;
+  std::filesystem::resize_file(f.file(7), 64 + kBytes / 2);
+  r = f.read(7, back);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("truncated"), std::string::npos) << r.error().message;
+  std::vector<std::byte> other_size(kBytes * 2);
+  EXPECT_EQ(f.read(7, other_size).error().code, Errc::corrupted);
+}
+
+}  // namespace
