@@ -415,6 +415,28 @@ TEST_F(DistKill, LaunchRelaunchesAfterANodeLoss) {
   for (const auto& [rank, l] : done) EXPECT_EQ(l.match, 1) << "rank " << rank << "\n" << o.output;
 }
 
+// A compute process that keeps dying is restarted --max-restarts times, then
+// the job ends (for a launcher to relaunch), naming the reason.
+TEST_F(DistKill, SupervisedGivesUpAfterMaxRestarts) {
+  // --kill-when before-local kills at version 5 in every compute process,
+  // replacements included.
+  Outcome o = mpirun(2, {"--iterations", "20", "--supervised", "--max-restarts", "2", "--kill-rank", "1", "--kill-at",
+                         "5", "--kill-when", "before-local"});
+  EXPECT_NE(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("restarting it in place (2 of 2)"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("once more than --max-restarts allows"), std::string::npos) << o.output;
+  EXPECT_TRUE(parse(o.output, "done").empty()) << o.output;
+}
+
+TEST_F(DistKill, BadNodeLayoutsAreRefusedWithAReason) {
+  Outcome one = mpirun(2, {"--iterations", "3", "--redundancy", "partner", "--ranks-per-node", "2"});
+  EXPECT_NE(one.exit_code, 0);
+  EXPECT_NE(one.output.find("this job has one node"), std::string::npos) << one.output;
+  Outcome uneven = mpirun(3, {"--iterations", "3", "--redundancy", "xor", "--ranks-per-node", "2"});
+  EXPECT_NE(uneven.exit_code, 0);
+  EXPECT_NE(uneven.output.find("3 ranks do not fill nodes of 2 ranks"), std::string::npos) << uneven.output;
+}
+
 TEST_F(DistKill, LostStorageOfOneRankIsNamed) {
   ASSERT_EQ(mpirun(3, {"--iterations", "10"}).exit_code, 0);
   for (const char* lane : {"a", "b"}) std::filesystem::remove(dir.file(std::string("worker.n3.r1.") + lane + ".pool"));
