@@ -393,7 +393,6 @@ class Context {
   std::uint64_t restart_version_ = 0;
   std::uint64_t exchange_iteration_ = 0, exchange_seq_ = 0;  // sendrecv's place, for replays
   std::chrono::steady_clock::time_point last_beat_{};
-  std::vector<std::byte> payload_copy(std::uint64_t version) const;
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm group_ = MPI_COMM_NULL;  // xor: my parity group
   std::unique_ptr<detail::Topology> topo_;

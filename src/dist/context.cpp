@@ -281,13 +281,6 @@ Result<void> Context::open_replicas() {
   return {};
 }
 
-std::vector<std::byte> Context::payload_copy(std::uint64_t version) const {
-  std::vector<std::byte> out(store_->payload_bytes());
-  store_->for_each_region(
-      version, [&](std::size_t at, const std::byte* p, std::size_t n) { std::memcpy(out.data() + at, p, n); });
-  return out;
-}
-
 Result<void> Context::protect(std::uint64_t version, bool full, bool send, bool recv) {
   if (options_.redundancy == Redundancy::partner) return protect_partner(version, full, send, recv);
   if (options_.redundancy == Redundancy::xor_parity && (send || recv)) return protect_parity(version);
