@@ -306,6 +306,30 @@ static void apply_header(CairnPersist* p, GfsSimulation* sim, const Header* h, c
   sim->adapts_stats = h->adapts_stats;
 }
 
+/* Gerris's VOF advection alternates the order of its directional sweeps
+ * with a counter of its own (a function-static in vof.c, advanced once per
+ * call: once per VOF tracer and time step), not with the simulation's step,
+ * so a restarted process would start it at 0 and sweep in another order than
+ * the uninterrupted run from then on. Bring it where that run has it at the
+ * restored step by advecting over an empty domain: nothing moves, only the
+ * counter advances. */
+static void align_vof_sweeps(GfsSimulation* sim) {
+  GfsVariableTracerVOF* vof = NULL;
+  guint n = 0;
+  for (GSList* i = GFS_DOMAIN(sim)->variables; i; i = i->next)
+    if (GFS_IS_VARIABLE_TRACER_VOF(i->data)) {
+      if (!vof) vof = i->data;
+      n++;
+    }
+  const guint calls = vof ? (guint)(((guint64)sim->time.i * n) % FTT_DIMENSION) : 0;
+  if (calls == 0) return;
+  GfsSimulation* empty = gfs_simulation_new(gfs_advection_class());
+  GfsAdvectionParams par = GFS_VARIABLE_TRACER(vof)->advection;
+  par.v = GFS_VARIABLE(vof);
+  for (guint k = 0; k < calls; k++) gfs_tracer_vof_advection(GFS_DOMAIN(empty), &par);
+  gts_object_destroy(GTS_OBJECT(empty));
+}
+
 /* ---- a cell's state as flat doubles ---- */
 
 /* The state vector: face temporaries f[] then the variable slots from
@@ -863,6 +887,7 @@ static void start(CairnPersist* p, GfsSimulation* sim) {
       restore_octree(p, sim);
     else
       restore_stream(p, sim);
+    align_vof_sweeps(sim);
     if (getenv("CAIRN_GERRIS_STATS"))
       fprintf(stderr, "CairnPersist: resumed at step %u t = %.17g in %.6f s\n", sim->time.i, sim->time.t,
               now_seconds() - t0);
