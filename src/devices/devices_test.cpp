@@ -482,15 +482,20 @@ TEST(EmulatedDevice, LatenciesAreLowerBounds) {
   auto p = make_pool(dir.file("lat.pool"), "write_ns=2000,drain_ns=5000,read_ns=1000,read_gbps=1");
   ASSERT_TRUE(p);
   std::byte* buf = scratch(*p);
+  // Each latency charge has the machinery's own cost, measured once per
+  // process, taken off; on a busy machine (a sanitizer build beside other
+  // jobs) that measurement can come out a little high, hence 3 % of slack
+  // (a TSan run measured 494.9 us for 500 x 1 us).
+  constexpr double kSlack = 0.97;
   auto t0 = Clock::now();
   for (int i = 0; i < 500; ++i) p->flush(buf + 64 * i, 64);
-  EXPECT_GE(seconds(t0), 500 * 2000e-9 * 0.99);
+  EXPECT_GE(seconds(t0), 500 * 2000e-9 * kSlack);
   t0 = Clock::now();
   for (int i = 0; i < 200; ++i) p->drain();
-  EXPECT_GE(seconds(t0), 200 * 5000e-9 * 0.99);
+  EXPECT_GE(seconds(t0), 200 * 5000e-9 * kSlack);
   t0 = Clock::now();
   for (int i = 0; i < 500; ++i) p->device().read_charge(64, false);
-  EXPECT_GE(seconds(t0), 500 * 1000e-9 * 0.99);
+  EXPECT_GE(seconds(t0), 500 * 1000e-9 * kSlack);
   t0 = Clock::now();
   p->device().read_charge(16u << 20, true);
   EXPECT_GE(seconds(t0), (16u << 20) / 1e9 * 0.99);
