@@ -23,6 +23,7 @@
 
 #include "bench/app_runner.hpp"
 #include "bench/bench_util.hpp"
+#include "dist/heartbeat.hpp"
 
 extern char** environ;
 
@@ -189,19 +190,15 @@ void kill_leftovers(const std::string& dir) {
   for (pid_t p : processes_with_argument(dir, "")) ::kill(p, SIGKILL);
 }
 
-// heartbeat.<rank>: {version, pid, version restored, ...}, written by dist::Context.
-struct Beat {
+// Every rank's heartbeat record (dist/heartbeat.hpp), present or not.
+struct Beat : dist::detail::Heartbeat {
   bool present = false;
-  std::uint64_t version = 0, pid = 0, restored = 0;
 };
 std::vector<Beat> read_beats(const fs::path& dir, int ranks) {
   std::vector<Beat> beats(static_cast<std::size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) {
-    std::ifstream in(dir / ("heartbeat." + std::to_string(r)), std::ios::binary);
-    std::uint64_t b[3] = {0, 0, 0};
-    if (!in.read(reinterpret_cast<char*>(b), sizeof b)) continue;
-    beats[static_cast<std::size_t>(r)] = {true, b[0], b[1], b[2]};
-  }
+  for (int r = 0; r < ranks; ++r)
+    if (const auto h = dist::detail::read_heartbeat(dist::detail::heartbeat_path(dir.string(), r)))
+      beats[static_cast<std::size_t>(r)] = {*h, true};
   return beats;
 }
 

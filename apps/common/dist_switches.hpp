@@ -23,12 +23,32 @@ struct DistSwitches {
     cli.add_option("--pfs-dir", pfs_dir, "flush every --pfs-every versions to this directory, asynchronously");
     cli.add_option("--pfs-every", pfs_every, "versions between flushes (default 10 with --pfs-dir)");
   }
-  void apply(dist::Options& o) const {
+  // The programs' dist::Options: one persistence thread per rank, and the
+  // switches above.
+  dist::Options options(const std::string& strategy, const std::string& dir, const std::string& name) const {
+    dist::Options o;
+    o.persist.strategy = strategy;
+    o.persist.dir = dir;
+    o.persist.name = name;
+    o.persist.threads = 1;
     o.redundancy = dist::parse_redundancy(redundancy).value();  // checked by the parser
     o.ranks_per_node = ranks_per_node;
     o.xor_group = xor_group;
     o.pfs_dir = pfs_dir;
     o.pfs_every = pfs_every;
+    return o;
+  }
+};
+
+// In-process restart (dist::supervise) for the programs that offer it.
+struct SuperviseSwitches {
+  bool supervised = false;
+  int max_restarts = 3;
+
+  void add_to(CLI::App& cli) {
+    cli.add_flag("--supervised", supervised,
+                 "compute in a child process of each rank, restarted in place when it dies (no relaunch)");
+    cli.add_option("--max-restarts", max_restarts, "--supervised: in-place restarts before the job is ended");
   }
 };
 

@@ -66,8 +66,7 @@ struct Args {
   bool resume = false, quiet = false;
   int from_ranks = 0;
   std::string commit = "collective";  // | local | none
-  bool supervised = false;
-  int max_restarts = 3;
+  cairn::apps::SuperviseSwitches supervise;
   cairn::apps::DistSwitches dist;
 };
 
@@ -221,20 +220,15 @@ int run(const Args& a) {
   // nothing persisted (the storage is opened but never written).
   if (a.commit == "none" && a.resume) return fail(rank, "--commit none persists nothing to resume from");
 
-  cairn::dist::Options o;
-  o.persist.strategy = a.strategy;
-  o.persist.dir = a.dir;
-  o.persist.name = a.name;
-  o.persist.threads = 1;
-  a.dist.apply(o);
+  const cairn::dist::Options o = a.dist.options(a.strategy, a.dir, a.name);
   if (a.from_ranks > 0 && a.dist.ranks_per_node > 0)
     return fail(rank, "--from-ranks reads the old job's ranks in --dir itself: not with --ranks-per-node");
   if (!a.resume)  // a fresh job starts on empty storage (an old job's versions would outrank it)
     if (auto r = cairn::dist::Context::remove_storage(o, rank, ranks); !r.ok()) return fail(rank, r.error().message);
-  if (a.supervised && (a.from_ranks > 0 || a.commit != "collective"))
+  if (a.supervise.supervised && (a.from_ranks > 0 || a.commit != "collective"))
     return fail(rank, "--supervised runs collective commits on the job's own ranks: not with --from-ranks or --commit");
   auto body = [&](cairn::dist::Context& ctx) { return solve(a, grid, o, ctx, t_start); };
-  if (a.supervised) return cairn::dist::supervise(MPI_COMM_WORLD, o, body, a.max_restarts);
+  if (a.supervise.supervised) return cairn::dist::supervise(MPI_COMM_WORLD, o, body, a.supervise.max_restarts);
   auto c = cairn::dist::Context::create(MPI_COMM_WORLD, o);
   if (!c.ok()) return fail(rank, c.error().message);
   return body(*c.value());
@@ -331,32 +325,32 @@ int solve(const Args& a, const Grid& grid, const cairn::dist::Options& o, cairn:
     commit_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   }
 
-  // The grid on every rank for the checksum: each rank's rows padded to the
+  // The grid on rank 0 for the checksum: each rank's rows padded to the
   // largest block (an all-gather of words, which a supervisor can relay).
   std::size_t most = 0;
-  for (int r = 0; r < ranks; ++r) most = std::max(most, Grid(a.n, r, ranks).hi() - Grid(a.n, r, ranks).lo());
+  for (int r = 0; r < ranks; ++r) {
+    const Grid g(a.n, r, ranks);
+    most = std::max(most, g.hi() - g.lo());
+  }
   std::vector<std::uint64_t> mine(most * w, 0), all(most * w * static_cast<std::size_t>(ranks));
   std::memcpy(mine.data(), persisting ? psi.read<double>() : plain[0].data(), grid.block_bytes());
   ctx.allgather(mine.data(), static_cast<int>(mine.size()), all.data());
-  std::vector<double> whole(w * w);
-  for (int r = 0; r < ranks; ++r) {
+  std::vector<double> whole(rank == 0 ? w * w : 0);
+  for (int r = 0; rank == 0 && r < ranks; ++r) {
     const Grid g(a.n, r, ranks);
     std::memcpy(whole.data() + g.lo() * w, all.data() + static_cast<std::size_t>(r) * most * w,
                 (g.hi() - g.lo()) * w * sizeof(double));
   }
+  // The slowest rank's commit times, in nanoseconds.
   const auto& s = ctx.stats();
-  const double per = s.commits ? 1e6 / static_cast<double>(s.commits) : 0;
-  double worst[2] = {s.local_commit_seconds * per, s.agree_seconds * per}, worst_all[2] = {0, 0};
-  std::uint64_t words[2];
+  const double per = s.commits ? 1e9 / static_cast<double>(s.commits) : 0;
+  const std::uint64_t times[2] = {static_cast<std::uint64_t>(s.local_commit_seconds * per),
+                                  static_cast<std::uint64_t>(s.agree_seconds * per)};
   std::vector<std::uint64_t> gathered(2 * static_cast<std::size_t>(ranks));
-  std::memcpy(words, worst, sizeof words);
-  ctx.allgather(words, 2, gathered.data());
-  for (int r = 0; r < ranks; ++r)
-    for (int k = 0; k < 2; ++k) {
-      double v = 0;
-      std::memcpy(&v, &gathered[2 * static_cast<std::size_t>(r) + static_cast<std::size_t>(k)], sizeof v);
-      worst_all[k] = std::max(worst_all[k], v);
-    }
+  ctx.allgather(times, 2, gathered.data());
+  double worst_all[2] = {0, 0};
+  for (std::size_t i = 0; i < gathered.size(); ++i)
+    worst_all[i % 2] = std::max(worst_all[i % 2], static_cast<double>(gathered[i]) * 1e-3);
   if (rank == 0) {
     std::printf("jacobi-mpi %s ranks=%d%s: iterations %" PRIu64 " (from %" PRIu64 ")  checksum %016" PRIx64 "\n",
                 persisting ? a.strategy.c_str() : "none", ranks, a.commit == "local" ? " commit=local" : "",
@@ -390,9 +384,7 @@ int main(int argc, char** argv) {
                  "(benchmark baselines)")
       ->check(CLI::IsMember({"collective", "local", "none"}));
   a.dist.add_to(cli);
-  cli.add_flag("--supervised", a.supervised,
-               "compute in a child process of each rank, restarted in place when it dies (no relaunch)");
-  cli.add_option("--max-restarts", a.max_restarts, "--supervised: in-place restarts before the job is ended");
+  a.supervise.add_to(cli);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

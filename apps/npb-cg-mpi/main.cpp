@@ -117,12 +117,7 @@ int run(const Args& a, const npb::CgClass& cls) {
   const std::uint64_t steps =
       a.iterations >= 0 ? static_cast<std::uint64_t>(a.iterations) : static_cast<std::uint64_t>(solver.total_steps());
 
-  cairn::dist::Options o;
-  o.persist.strategy = a.strategy;
-  o.persist.dir = a.dir;
-  o.persist.name = a.name;
-  o.persist.threads = 1;
-  a.dist.apply(o);
+  const cairn::dist::Options o = a.dist.options(a.strategy, a.dir, a.name);
   if (!a.resume)  // a fresh job starts on empty storage (an old job's versions would outrank it)
     if (auto r = cairn::dist::Context::remove_storage(o, rank, ranks); !r.ok()) return fail(rank, r.error().message);
   auto c = cairn::dist::Context::create(MPI_COMM_WORLD, o);

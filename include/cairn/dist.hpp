@@ -352,9 +352,7 @@ class Context {
   // In a supervised compute process (supervise()): true when it replaces one
   // that died, and restore() then gives the version the job agreed on last.
   bool restarted() const { return restarted_; }
-  // This rank's simulated or real node, and the directory of its storage.
-  int node() const;
-  int nodes() const;
+  // The directory of this rank's storage (its node's, when nodes are simulated).
   const std::string& storage_dir() const { return options_.persist.dir; }
 
   // Removes everything a job stored for rank `rank` of `nranks`: its lanes,
@@ -365,13 +363,20 @@ class Context {
 
  private:
   Context();
+  // The options on this node: the rank's node directory (created) and the
+  // flush interval's default. Then the Context of one rank around its lanes,
+  // without MPI (create() adds the communicators; a supervised compute
+  // process has none).
+  static Options place(Options options, const detail::Topology& t);
+  static Result<std::unique_ptr<Context>> assemble(const detail::Topology& t, Options options);
   void beat();
   bool protected_() const;
   Result<void> open_replicas();
-  // Partner copy or parity of `version` (held by a lane) on the holders.
+  // Partner copy or parity of `version` (held by a lane) on the holders, of
+  // every rank (full: whole copies, not the changed blocks).
+  Result<void> protect(std::uint64_t version, bool full);
   // send/recv: whether this rank sends its copy to its partner and receives
-  // its source's (partner level); whether its group recomputes (xor).
-  Result<void> protect(std::uint64_t version, bool full, bool send, bool recv);
+  // its source's.
   Result<void> protect_partner(std::uint64_t version, bool full, bool send, bool recv);
   Result<void> protect_parity(std::uint64_t version);
   // Bytes of chunk c of the padded payload of `version`.

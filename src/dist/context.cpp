@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "cairn/dist.hpp"
+#include "dist/heartbeat.hpp"
 #include "dist/protection.hpp"
 #include "dist/supervise.hpp"
 #include "util/hash.hpp"
@@ -32,16 +33,19 @@ int first_failed(MPI_Comm comm, bool ok) {
   return out;
 }
 
-// Every rank returns the local error if it has one, else one naming the rank
-// that failed first; nothing if all succeeded.
-Result<void> agree_on(MPI_Comm comm, const Result<void>& local, const std::string& what) {
-  const int failed = first_failed(comm, local.ok());
-  int size = 0;
-  MPI_Comm_size(comm, &size);
+// Given the lowest failed rank (size: none), every rank returns the local
+// error if it has one, else one naming that rank; nothing if all succeeded.
+Result<void> verdict(int failed, int size, const Result<void>& local, const std::string& what) {
   if (failed == size) return {};
   if (!local.ok()) return local;
   return make_error(Errc::io_error,
                     what + " failed on rank " + std::to_string(failed) + " (its own message is on its standard error)");
+}
+
+Result<void> agree_on(MPI_Comm comm, const Result<void>& local, const std::string& what) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  return verdict(first_failed(comm, local.ok()), size, local, what);
 }
 
 }  // namespace
@@ -112,11 +116,7 @@ void Context::sendrecv(const void* send, std::size_t send_bytes, int dest, void*
 }
 
 Result<void> Context::agree(const Result<void>& local, const std::string& what, std::uint64_t commit_version) {
-  const int failed = reduce_min(local.ok() ? size() : rank(), commit_version);
-  if (failed == size()) return {};
-  if (!local.ok()) return local;
-  return make_error(Errc::io_error,
-                    what + " failed on rank " + std::to_string(failed) + " (its own message is on its standard error)");
+  return verdict(reduce_min(local.ok() ? size() : rank(), commit_version), size(), local, what);
 }
 
 void Context::tell_supervisor_started() {
@@ -137,8 +137,6 @@ Context::~Context() {
   if (heartbeat_fd_ >= 0) ::close(heartbeat_fd_);
 }
 
-int Context::node() const { return topo_->node; }
-int Context::nodes() const { return topo_->nodes; }
 bool Context::protected_() const { return options_.redundancy != Redundancy::local || pfs_; }
 
 void Context::beat() {
@@ -152,14 +150,10 @@ void Context::beat() {
           ? 0
           : static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_beat_).count());
   last_beat_ = now;
-  const std::uint64_t beat[4] = {version(), static_cast<std::uint64_t>(::getpid()), restored_, interval};
-  [[maybe_unused]] const ssize_t n = ::pwrite(heartbeat_fd_, beat, sizeof beat, 0);
+  detail::write_heartbeat(heartbeat_fd_, {version(), static_cast<std::uint64_t>(::getpid()), restored_, interval});
 }
 
 Result<std::unique_ptr<Context>> Context::create(MPI_Comm comm, Options options) {
-  int rank = 0, size = 0;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
   // Every rank fails alike: the checks below are collective.
   auto topo = detail::make_topology(comm, options.ranks_per_node, options.xor_group);
   if (!topo.ok()) return std::move(topo).error();
@@ -169,38 +163,47 @@ Result<std::unique_ptr<Context>> Context::create(MPI_Comm comm, Options options)
                       std::string("redundancy '") + to_string(options.redundancy) +
                           "' keeps copies on other nodes, "
                           "and this job has one node: simulate nodes with a ranks-per-node setting, or use local");
+  options = place(std::move(options), t);
+  auto c = assemble(t, std::move(options));
+  Result<void> local;
+  if (!c.ok()) local = c.error();
+  if (auto r = agree_on(comm, local, "creating the lanes"); !r.ok()) return std::move(r).error();
+  MPI_Comm_dup(comm, &c.value()->comm_);
+  if (c.value()->options_.redundancy == Redundancy::xor_parity) {
+    const int color = t.group_first * t.ranks_per_node + t.local;
+    MPI_Comm_split(c.value()->comm_, color, t.node, &c.value()->group_);
+  }
+  return c;
+}
+
+Options Context::place(Options options, const detail::Topology& t) {
   if (!options.pfs_dir.empty() && options.pfs_every == 0) options.pfs_every = 10;
   options.persist.dir = detail::node_dir(options.persist.dir, t);
   std::error_code ec;
   if (t.simulated) std::filesystem::create_directories(options.persist.dir, ec);
   if (!options.pfs_dir.empty()) std::filesystem::create_directories(options.pfs_dir, ec);
-  auto s = RankStore::create(options.persist, rank, size);
-  Result<void> local;
-  if (!s.ok()) local = s.error();
-  if (auto r = agree_on(comm, local, "creating the lanes"); !r.ok()) return std::move(r).error();
+  return options;
+}
+
+Result<std::unique_ptr<Context>> Context::assemble(const detail::Topology& t, Options options) {
+  auto s = RankStore::create(options.persist, t.rank, t.nranks);
+  if (!s.ok()) return std::move(s).error();
   std::unique_ptr<Context> c(new Context());
-  MPI_Comm_dup(comm, &c->comm_);
   c->topo_ = std::make_unique<detail::Topology>(t);
-  if (options.redundancy == Redundancy::xor_parity) {
-    const int color = t.group_first * t.ranks_per_node + t.local;
-    MPI_Comm_split(c->comm_, color, t.node, &c->group_);
-  }
   if (!options.pfs_dir.empty())
-    c->pfs_ = std::make_unique<detail::PfsFlusher>(options.pfs_dir, options.persist.name, rank, size);
+    c->pfs_ = std::make_unique<detail::PfsFlusher>(options.pfs_dir, options.persist.name, t.rank, t.nranks);
   c->options_ = std::move(options);
   c->store_ = std::move(s.value());
   if (const char* dir = std::getenv("CAIRN_HEARTBEAT_DIR"); dir && *dir)
-    c->heartbeat_fd_ = ::open((std::string(dir) + "/heartbeat." + std::to_string(rank)).c_str(),
-                              O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    c->heartbeat_fd_ =
+        ::open(detail::heartbeat_path(dir, t.rank).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   return c;
 }
 
 Result<std::vector<std::string>> Context::remove_storage(const Options& options, int rank, int nranks) {
   namespace fs = std::filesystem;
   detail::Topology t;
-  int rpn = options.ranks_per_node;
-  if (rpn == 0)
-    if (const char* e = std::getenv("CAIRN_RANKS_PER_NODE"); e && *e) rpn = std::atoi(e);
+  const int rpn = detail::ranks_per_node_setting(options.ranks_per_node);
   if (rpn > 0) {
     t.simulated = true;
     t.ranks_per_node = rpn;
@@ -281,9 +284,9 @@ Result<void> Context::open_replicas() {
   return {};
 }
 
-Result<void> Context::protect(std::uint64_t version, bool full, bool send, bool recv) {
-  if (options_.redundancy == Redundancy::partner) return protect_partner(version, full, send, recv);
-  if (options_.redundancy == Redundancy::xor_parity && (send || recv)) return protect_parity(version);
+Result<void> Context::protect(std::uint64_t version, bool full) {
+  if (options_.redundancy == Redundancy::partner) return protect_partner(version, full, true, true);
+  if (options_.redundancy == Redundancy::xor_parity) return protect_parity(version);
   return {};
 }
 
@@ -438,7 +441,7 @@ Result<std::uint64_t> Context::commit() {
     // Copies of V only once every rank holds V locally, and durable on their
     // holders before V is global.
     r = agree(r, "the local commit of version " + std::to_string(v));
-    if (r.ok()) r = protect(v, false, true, true);
+    if (r.ok()) r = protect(v, false);
     t2 = std::chrono::steady_clock::now();
   }
   if (!started_sent_) tell_supervisor_started();
@@ -546,7 +549,6 @@ Result<std::uint64_t> Context::restore() {
     for (int n = first; n < first + count; ++n) m.push_back(t.rank_of(n, r % t.ranks_per_node));
     return m;
   };
-  const auto holder_of = [&](int r) { return t.rank_of((r / t.ranks_per_node + 1) % t.nodes, r % t.ranks_per_node); };
   for (std::size_t r = 0; r < all.size() && why.empty(); ++r) {
     if (!lost[r]) continue;
     const std::string who = "rank " + std::to_string(r) + " (node " + std::to_string(r / t.ranks_per_node) + ")";
@@ -554,7 +556,7 @@ Result<std::uint64_t> Context::restore() {
       why = "rank " + std::to_string(r) + " lacks the versions the other ranks hold (newest " + std::to_string(top) +
             " on some rank, none on it): its storage was lost, and redundancy is local (no partner copy or parity)";
     } else if (options_.redundancy == Redundancy::partner) {
-      const int h = holder_of(static_cast<int>(r));
+      const int h = t.partner_of(static_cast<int>(r));
       if (lost[static_cast<std::size_t>(h)])
         why = who + " and rank " + std::to_string(h) + ", which holds its partner copy, both lost their storage";
       else
@@ -586,7 +588,7 @@ Result<std::uint64_t> Context::restore() {
     for (std::size_t r = 0; r < all.size() && why.empty() && any_lost; ++r) {
       if (!lost[r]) continue;
       if (options_.redundancy == Redundancy::partner) {
-        const int h = holder_of(static_cast<int>(r));
+        const int h = t.partner_of(static_cast<int>(r));
         if (all[static_cast<std::size_t>(h)].copy[g % 2] != g)
           why = "the partner copy of rank " + std::to_string(r) + " on rank " + std::to_string(h) +
                 " does not hold version " + std::to_string(g);
@@ -696,7 +698,7 @@ Result<std::uint64_t> Context::restore() {
   // holders' slots, or slots lost with a node.
   if (options_.redundancy == Redundancy::partner) {
     auto needs = [&](int s) {
-      const int h = holder_of(s);
+      const int h = t.partner_of(s);
       return lost[static_cast<std::size_t>(h)] || all[static_cast<std::size_t>(h)].copy[g % 2] != g;
     };
     const bool send = needs(t.rank), recv = needs(t.source());
@@ -757,8 +759,7 @@ Result<std::uint64_t> Context::restore_from_pfs(const std::string& why) {
                  static_cast<unsigned long long>(p), options_.pfs_dir.c_str());
   sent_[0].clear();
   sent_[1].clear();
-  if (auto a = agree(protect(p, true, true, true), "protecting the restored version"); !a.ok())
-    return std::move(a).error();
+  if (auto a = agree(protect(p, true), "protecting the restored version"); !a.ok()) return std::move(a).error();
   stats_.rebuilt_ranks = static_cast<std::uint64_t>(size());
   return p;
 }

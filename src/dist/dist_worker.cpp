@@ -40,8 +40,7 @@ struct Args {
   std::uint64_t stall_others_ms = 0;  // the other ranks wait this long before their local commit of kill_at
   cairn::apps::DistSwitches dist;
   std::uint64_t changing_words = 0;  // 0: every word changes every version; else only the first this many
-  bool supervised = false;
-  int max_restarts = 3;
+  cairn::apps::SuperviseSwitches supervise;
   int kill_signal = SIGKILL;
 };
 
@@ -63,12 +62,7 @@ int run(const Args& a) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
 
-  cairn::dist::Options o;
-  o.persist.strategy = a.strategy;
-  o.persist.dir = a.dir;
-  o.persist.name = "worker";
-  o.persist.threads = 1;
-  a.dist.apply(o);
+  cairn::dist::Options o = a.dist.options(a.strategy, a.dir, "worker");
   const bool killer = rank == a.kill_rank;
   if (killer && a.kill_when == "before-local")
     o.before_local_commit = [&](std::uint64_t v) {
@@ -96,7 +90,7 @@ int run(const Args& a) {
       return 2;
     }
   };
-  if (a.supervised) return cairn::dist::supervise(MPI_COMM_WORLD, o, body, a.max_restarts);
+  if (a.supervise.supervised) return cairn::dist::supervise(MPI_COMM_WORLD, o, body, a.supervise.max_restarts);
   auto ctx = cairn::dist::Context::create(MPI_COMM_WORLD, o).value();
   return body(*ctx);
 }
@@ -199,8 +193,7 @@ int main(int argc, char** argv) {
   cli.add_option("--stall-others-ms", a.stall_others_ms, "the other ranks wait this long before committing --kill-at");
   a.dist.add_to(cli);
   cli.add_option("--changing-words", a.changing_words, "only the first N words change each version (0: all)");
-  cli.add_flag("--supervised", a.supervised, "compute in a child process restarted in place when it dies");
-  cli.add_option("--max-restarts", a.max_restarts, "--supervised: in-place restarts before the job is ended");
+  a.supervise.add_to(cli);
   std::string signal_name = "KILL";
   cli.add_option("--kill-signal", signal_name, "KILL | SEGV | BUS (--kill-when compute)")
       ->check(CLI::IsMember({"KILL", "SEGV", "BUS"}));

@@ -57,8 +57,7 @@ Result<Topology> make_topology(MPI_Comm comm, int ranks_per_node, int xor_group)
   Topology t;
   MPI_Comm_rank(comm, &t.rank);
   MPI_Comm_size(comm, &t.nranks);
-  if (ranks_per_node == 0)
-    if (const char* e = std::getenv("CAIRN_RANKS_PER_NODE"); e && *e) ranks_per_node = std::atoi(e);
+  ranks_per_node = ranks_per_node_setting(ranks_per_node);
   if (ranks_per_node < 0)
     return make_error(Errc::invalid_argument,
                       "ranks per node must be positive (got " + std::to_string(ranks_per_node) + ")");
@@ -103,6 +102,12 @@ std::pair<int, int> Topology::group_of(int n) const {
   const int index = std::min(n / xor_group, groups - 1);
   const int first = index * xor_group;
   return {first, index == groups - 1 ? nodes - first : xor_group};
+}
+
+int ranks_per_node_setting(int option) {
+  if (option != 0) return option;
+  const char* e = std::getenv("CAIRN_RANKS_PER_NODE");
+  return e && *e ? std::atoi(e) : 0;
 }
 
 std::string node_dir(const std::string& dir, const Topology& t) {

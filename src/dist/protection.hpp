@@ -51,7 +51,9 @@ struct Topology {
   int node = 0, nodes = 1, local = 0;
   bool simulated = false;  // node directories <dir>/node<k>
   int rank_of(int node_index, int local_index) const { return node_index * ranks_per_node + local_index; }
-  int partner() const { return rank_of((node + 1) % nodes, local); }         // holds my copy
+  // Rank r's copy is held by the same local rank on the next node.
+  int partner_of(int r) const { return rank_of((r / ranks_per_node + 1) % nodes, r % ranks_per_node); }
+  int partner() const { return partner_of(rank); }                           // holds my copy
   int source() const { return rank_of((node + nodes - 1) % nodes, local); }  // whose copy I hold
   // XOR groups of xor_group consecutive nodes (a short last group joins the
   // one before it): {first node, nodes} of node n's group, and of mine.
@@ -64,6 +66,8 @@ struct Topology {
 // consecutive ranks and the same number each).
 Result<Topology> make_topology(MPI_Comm comm, int ranks_per_node, int xor_group);
 std::string node_dir(const std::string& dir, const Topology& t);
+// Simulated ranks per node: the option, else $CAIRN_RANKS_PER_NODE, else 0.
+int ranks_per_node_setting(int option);
 
 // Two versions of one byte stream in a pool file (see the top of the file).
 class SlotFile {

@@ -87,11 +87,7 @@ int supervise(MPI_Comm comm, Options options, const std::function<int(Context&)>
     return 2;
   }
   const detail::Topology t = topo.value();
-  if (!options.pfs_dir.empty() && options.pfs_every == 0) options.pfs_every = 10;
-  options.persist.dir = detail::node_dir(options.persist.dir, t);
-  std::error_code ec;
-  if (t.simulated) std::filesystem::create_directories(options.persist.dir, ec);
-  if (!options.pfs_dir.empty()) std::filesystem::create_directories(options.pfs_dir, ec);
+  options = Context::place(std::move(options), t);
   MPI_Comm job;
   MPI_Comm_dup(comm, &job);
 
@@ -120,23 +116,14 @@ int supervise(MPI_Comm comm, Options options, const std::function<int(Context&)>
       ::close(sv[0]);
       int rc = 2;
       {
-        auto s = RankStore::create(options.persist, rank, size);
-        if (!s.ok()) {
-          std::fprintf(stderr, "cairn dist: rank %d: %s\n", rank, s.error().message.c_str());
+        auto c = Context::assemble(t, options);
+        if (!c.ok()) {
+          std::fprintf(stderr, "cairn dist: rank %d: %s\n", rank, c.error().message.c_str());
         } else {
-          std::unique_ptr<Context> c(new Context());
-          c->topo_ = std::make_unique<detail::Topology>(t);
-          if (!options.pfs_dir.empty())
-            c->pfs_ = std::make_unique<detail::PfsFlusher>(options.pfs_dir, options.persist.name, rank, size);
-          c->options_ = options;
-          c->store_ = std::move(s.value());
-          c->supervisor_fd_ = sv[1];
-          c->restarted_ = restarts > 0;
-          c->restart_version_ = global;
-          if (const char* dir = std::getenv("CAIRN_HEARTBEAT_DIR"); dir && *dir)
-            c->heartbeat_fd_ = ::open((std::string(dir) + "/heartbeat." + std::to_string(rank)).c_str(),
-                                      O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-          rc = compute(*c);
+          c.value()->supervisor_fd_ = sv[1];
+          c.value()->restarted_ = restarts > 0;
+          c.value()->restart_version_ = global;
+          rc = compute(*c.value());
         }
       }
       std::fflush(nullptr);

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "dist/heartbeat.hpp"
 
 namespace cairn::tool {
 namespace {
@@ -74,19 +75,16 @@ Beats read_beats(const fs::path& dir, int ranks, fs::file_time_type since) {
   const auto now = fs::file_time_type::clock::now();
   for (int r = 0; r < ranks; ++r) {
     std::error_code ec;
-    const fs::path p = dir / ("heartbeat." + std::to_string(r));
+    const std::string p = dist::detail::heartbeat_path(dir.string(), r);
     const auto t = fs::last_write_time(p, ec);
     if (ec) continue;
-    // {version, pid, version restored}, written by dist::Context; a file the
-    // rank has created but not yet written is no beat.
-    std::uint64_t beat[4] = {0, 0, 0, 0};
-    std::ifstream in(p, std::ios::binary);
-    if (!in.read(reinterpret_cast<char*>(beat), 3 * sizeof beat[0])) continue;
-    in.read(reinterpret_cast<char*>(&beat[3]), sizeof beat[3]);  // the interval, if the rank writes it
-    b.interval = std::max(b.interval, static_cast<double>(beat[3]) * 1e-9);
-    b.version = std::max(b.version, beat[0]);
-    b.restored = std::max(b.restored, beat[2]);
-    if (beat[1] > 0) b.pids.push_back(static_cast<pid_t>(beat[1]));
+    // A file the rank has created but not yet written is no beat.
+    const auto beat = dist::detail::read_heartbeat(p);
+    if (!beat) continue;
+    b.interval = std::max(b.interval, static_cast<double>(beat->interval_ns) * 1e-9);
+    b.version = std::max(b.version, beat->version);
+    b.restored = std::max(b.restored, beat->restored);
+    if (beat->pid > 0) b.pids.push_back(static_cast<pid_t>(beat->pid));
     ++b.ranks_seen;
     if (t >= since) ++b.ranks_fresh;
     const double age = std::chrono::duration<double>(now - t).count();
