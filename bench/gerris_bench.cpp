@@ -186,14 +186,21 @@ const GerrisRow* find_row(const std::vector<GerrisRow>& rows, const std::string&
   return nullptr;
 }
 
-// One measured run of `variant` (kind "run"), in a fresh directory removed afterwards.
-Result<void> measure_run(const GerrisBenchOptions& o, const GerrisCaseSize& c, const std::string& module_line,
-                         GerrisRow& row, std::ostream* progress, int round) {
-  const fs::path d = fs::path(o.dir) / (c.name + "-" + row.variant);
+// An empty directory at d (whatever was there removed).
+Result<void> fresh_dir(const fs::path& d) {
   std::error_code ec;
   fs::remove_all(d, ec);
   fs::create_directories(d, ec);
   if (ec) return make_error(Errc::io_error, d.string() + ": " + ec.message());
+  return {};
+}
+
+// One measured run of `variant` (kind "run"), in a fresh directory removed afterwards.
+Result<void> measure_run(const GerrisBenchOptions& o, const GerrisCaseSize& c, const std::string& module_line,
+                         GerrisRow& row, std::ostream* progress, int round) {
+  const fs::path d = fs::path(o.dir) / (c.name + "-" + row.variant);
+  if (auto r = fresh_dir(d); !r.ok()) return r;
+  std::error_code ec;
   const bool cairn = is_cairn(row.variant);
   write_file(d / "case.gfs",
              case_text(c, cairn ? module_line : "", variant_events(row.variant, d, o.snapshot_every), c.steps));
@@ -230,10 +237,8 @@ Result<void> measure_run(const GerrisBenchOptions& o, const GerrisCaseSize& c, c
 Result<void> measure_restart(const GerrisBenchOptions& o, const GerrisCaseSize& c, const std::string& module_line,
                              GerrisRow& row, std::ostream* progress, int round) {
   const fs::path d = fs::path(o.dir) / (c.name + "-restart-" + row.variant);
+  if (auto r = fresh_dir(d); !r.ok()) return r;
   std::error_code ec;
-  fs::remove_all(d, ec);
-  fs::create_directories(d, ec);
-  if (ec) return make_error(Errc::io_error, d.string() + ": " + ec.message());
   const bool cairn = is_cairn(row.variant);
   const int k = o.kill_at;
   Child restart;
