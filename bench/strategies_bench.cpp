@@ -151,13 +151,16 @@ bool holds(const Run& run, const State& s, std::byte v) {
   return p[run.size - 1] == v;
 }
 
-// begin(), the state writes, commit(); the seconds spent in begin() and commit().
-Result<double> iterate(State& s, const std::function<void()>& write) {
+// begin(), the state writes, commit(); the seconds spent in begin() and
+// commit() (and, if asked, in the writes).
+Result<double> iterate(State& s, const std::function<void()>& write, double* write_s = nullptr) {
   auto t0 = Clock::now();
   auto b = s.ctx->begin();
   double t = seconds_since(t0);
   if (!b.ok()) return in_phase("begin", b.error());
+  t0 = Clock::now();
   write();
+  if (write_s) *write_s = seconds_since(t0);
   t0 = Clock::now();
   auto c = s.ctx->commit();
   t += seconds_since(t0);
@@ -243,9 +246,12 @@ Result<void> measure_strategy(const Run& run, const std::string& name, StrategyR
   }
   if (!row.verified) return make_error(Errc::corrupted, "a restart restore did not bring back the committed bytes");
 
-  {  // Partial commits with incremental tracking.
-    say("partial commits");
-    o.incremental = true;
+  // Partial iterations: with incremental tracking, and (strategies that have
+  // it) the same iterations without it first, as the same run's baseline.
+  for (const bool incremental : {false, true}) {
+    if (!incremental && !row.incremental) continue;
+    say(incremental ? "partial commits" : "partial commits without incremental");
+    o.incremental = incremental;
     auto st = open_state(o, run.size, t.dual, open_s);
     if (!st.ok()) return in_phase("partial", st.error());
     State& s = st.value();
@@ -258,10 +264,14 @@ Result<void> measure_strategy(const Run& run, const std::string& name, StrategyR
     const persist::Stats before = s.ctx->stats();
     for (int i = 0; i < run.repeats; ++i) {
       const std::byte v = values.next();
-      auto c = iterate(s, [&] { write_partial(run, s, v); });
+      double write_s = 0;
+      auto c = iterate(
+          s, [&] { write_partial(run, s, v); }, &write_s);
       if (!c.ok()) return in_phase("partial", c.error());
-      row.partial_samples.push_back(c.value());
+      (incremental ? row.partial_samples : row.partial_full_samples).push_back(c.value());
+      (incremental ? row.partial_write_samples : row.partial_write_untracked_samples).push_back(write_s);
     }
+    if (!incremental) continue;
     const persist::Stats& after = s.ctx->stats();
     row.nvm_per_partial = static_cast<double>(after.nvm_bytes_written - before.nvm_bytes_written) / run.repeats;
     row.saved_per_partial =
@@ -347,6 +357,9 @@ std::string safe_name(const std::string& s) {
 void finish_row(const Run& run, const CopyBaseline* base, StrategyRow& r) {
   r.commit_s = median(r.commit_samples);
   r.partial_commit_s = median(r.partial_samples);
+  r.partial_full_commit_s = median(r.partial_full_samples);
+  r.partial_write_s = median(r.partial_write_samples);
+  r.partial_write_untracked_s = median(r.partial_write_untracked_samples);
   r.restore_s = median(r.restore_samples);
   r.rollback_s = median(r.rollback_samples);
   r.open_s = median(r.open_samples);
@@ -355,6 +368,7 @@ void finish_row(const Run& run, const CopyBaseline* base, StrategyRow& r) {
   r.pct_of_nt = base && base->best_nt > 0 ? 100.0 * r.commit_bw / base->best_nt : 0;
   if (r.restore_goal) r.goal_restore = r.restore_s <= 1e-3 ? Goal::met : Goal::missed;
   if (r.copy_based && base && base->best_nt > 0) r.goal_bw = r.pct_of_nt >= 80.0 ? Goal::met : Goal::missed;
+  if (r.incremental) r.goal_incremental = r.partial_commit_s <= r.partial_full_commit_s ? Goal::met : Goal::missed;
 }
 
 const char* goal_word(Goal g) { return g == Goal::met ? "met" : g == Goal::missed ? "NOT met" : "-"; }
@@ -429,6 +443,7 @@ Result<StrategiesReport> run_strategies_bench(const StrategiesBenchOptions& opt,
       row.note = t.note;
       row.copy_based = t.copy_based;
       row.restore_goal = rec.restore_cost == persist::detail::RestoreCost::constant;
+      row.incremental = rec.incremental;
       if (std::string why = space_problem(run.dir, t, run.size); !why.empty()) {
         row.status = "skipped";
         row.reason = why;
@@ -483,30 +498,36 @@ void print_strategies_report(const StrategiesReport& r, std::ostream& out) {
   out << "Baselines: copies of the state size into a pool under the profile, medians of " << r.repeats << " before and "
       << r.repeats << " after the profile's strategies, the better of the two.\n\n";
 
-  out << "| profile | strategy | commit ms | partial commit ms | saved MiB/partial | restore ms | rollback ms | open "
-         "ms | NVM MiB/commit | GB/s | % of nt-copy bw | x vs undo-log | goals |\n"
-      << "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n";
+  out << "| profile | strategy | commit ms | partial commit ms | partial, full copy ms | saved MiB/partial | partial "
+         "writes ms (tracked / not) | restore ms | rollback ms | open ms | NVM MiB/commit | GB/s | % of nt-copy bw | "
+         "x vs undo-log | goals |\n"
+      << "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n";
   auto ms = [](double s) { return fmt(s < 0.01 ? "%.3f" : s < 1 ? "%.2f" : "%.1f", s * 1e3); };
   for (const auto& w : r.rows) {
     out << "| " << w.profile << " | " << w.strategy << " | ";
     if (w.status != "ok") {
-      out << w.status << ": " << w.reason << " | | | | | | | | | | |\n";
+      out << w.status << ": " << w.reason << " | | | | | | | | | | | | |\n";
       continue;
     }
     std::string goals;
     if (w.goal_restore != Goal::none) goals += std::string("restore <= 1 ms ") + goal_word(w.goal_restore);
     if (w.goal_bw != Goal::none) goals += std::string(goals.empty() ? "" : "; ") + ">= 80 % bw " + goal_word(w.goal_bw);
-    out << ms(w.commit_s) << " | " << ms(w.partial_commit_s) << " | " << fmt("%.1f", w.saved_per_partial / kMiB)
-        << " | " << ms(w.restore_s) << " | " << ms(w.rollback_s) << " | " << ms(w.open_s) << " | "
-        << fmt("%.1f", w.nvm_per_commit / kMiB) << " | " << fmt("%.2f", w.commit_bw / kGB) << " | "
-        << fmt("%.0f", w.pct_of_nt) << " | " << (w.vs_undo_log > 0 ? fmt("%.2f", w.vs_undo_log) : std::string("-"))
-        << " | " << (goals.empty() ? "-" : goals) << " |\n";
+    if (w.goal_incremental != Goal::none)
+      goals += std::string(goals.empty() ? "" : "; ") + "incremental <= full " + goal_word(w.goal_incremental);
+    const bool inc = w.incremental;
+    out << ms(w.commit_s) << " | " << ms(w.partial_commit_s) << " | " << (inc ? ms(w.partial_full_commit_s) : "-")
+        << " | " << fmt("%.1f", w.saved_per_partial / kMiB) << " | "
+        << (inc ? ms(w.partial_write_s) + " / " + ms(w.partial_write_untracked_s) : "-") << " | " << ms(w.restore_s)
+        << " | " << ms(w.rollback_s) << " | " << ms(w.open_s) << " | " << fmt("%.1f", w.nvm_per_commit / kMiB) << " | "
+        << fmt("%.2f", w.commit_bw / kGB) << " | " << fmt("%.0f", w.pct_of_nt) << " | "
+        << (w.vs_undo_log > 0 ? fmt("%.2f", w.vs_undo_log) : std::string("-")) << " | " << (goals.empty() ? "-" : goals)
+        << " |\n";
   }
 
   int met = 0, missed = 0;
   std::string missed_list;
   for (const auto& w : r.rows)
-    for (Goal g : {w.goal_restore, w.goal_bw}) {
+    for (Goal g : {w.goal_restore, w.goal_bw, w.goal_incremental}) {
       if (g == Goal::met) ++met;
       if (g == Goal::missed) {
         ++missed;
@@ -519,12 +540,14 @@ void print_strategies_report(const StrategiesReport& r, std::ostream& out) {
       out << "Not measured: " << w.profile << "/" << w.strategy << " (" << w.status << "): " << w.reason << "\n";
   out << "\nColumns: commit = begin() + commit() after writing the whole state (the writes are not timed); partial "
          "= the same after writing the partial update, with Options::incremental (saved = bytes incremental commit "
-         "did not copy); restore = restore() in a fresh Context on the committed storage, as after a restart (open "
+         "did not copy; partial, full copy = the same iterations without incremental, in the same run; partial "
+         "writes = the application's partial update itself, with incremental's write tracking and without); restore = "
+         "restore() in a fresh Context on the committed storage, as after a restart (open "
          "= its open(), timed apart); rollback = restore() in the same Context after an uncommitted full write; "
          "GB/s = state bytes / commit time; % of nt-copy bw = that against the profile's best non-temporal copy "
          "above; x vs undo-log = undo-log's commit time / this commit time.\n"
          "Goals: restore <= 1 ms for shadow and in-place; >= 80 % of nt-copy bandwidth for the copy-based commits "
-         "(shadow, dram-cache, nt-copy).\nNotes:\n";
+         "(shadow, dram-cache, nt-copy); an incremental commit no slower than the full one.\nNotes:\n";
   std::vector<std::string> seen;
   for (const auto& w : r.rows)
     if (!w.note.empty() && std::find(seen.begin(), seen.end(), w.strategy) == seen.end()) {
@@ -566,6 +589,9 @@ Result<void> write_strategies_json(const StrategiesReport& r, const std::string&
       << ", \"status\": " << json_str(w.status) << ", \"reason\": " << json_str(w.reason)
       << ", \"commit_ms\": " << json_num(w.commit_s * 1e3)
       << ", \"partial_commit_ms\": " << json_num(w.partial_commit_s * 1e3)
+      << ", \"partial_full_commit_ms\": " << json_num(w.partial_full_commit_s * 1e3)
+      << ", \"partial_write_ms\": " << json_num(w.partial_write_s * 1e3)
+      << ", \"partial_write_untracked_ms\": " << json_num(w.partial_write_untracked_s * 1e3)
       << ", \"restore_ms\": " << json_num(w.restore_s * 1e3) << ", \"rollback_ms\": " << json_num(w.rollback_s * 1e3)
       << ", \"open_ms\": " << json_num(w.open_s * 1e3) << ", \"nvm_bytes_per_commit\": " << json_num(w.nvm_per_commit)
       << ", \"nvm_bytes_per_partial_commit\": " << json_num(w.nvm_per_partial)

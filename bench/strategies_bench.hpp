@@ -16,7 +16,11 @@
 //   partial commits   a fresh Context with Options::incremental, then R
 //                     iterations that write every Nth 4 KiB page (partial_pct
 //                     of the pages) and commit; after two untimed commits, as
-//                     incremental tracking needs two intervals.
+//                     incremental tracking needs two intervals. For the
+//                     strategies with an incremental commit, the same
+//                     iterations first without it (full copies, writes not
+//                     tracked): the same run's baseline for both the commit
+//                     and the application's writes, which pay the tracking.
 // Every figure is the median of R. Alongside, per profile, the baseline the
 // copy strategies are held to: non-temporal copy into a pool of the same size
 // under the same profile (Pool::memcpy_persist on one thread and
@@ -72,9 +76,14 @@ struct StrategyRow {
   std::string note;           // caveats of this row (e.g. not charged by the emulated device)
   bool copy_based = false;    // held to the 80 % bandwidth goal
   bool restore_goal = false;  // held to the 1 ms restore goal
+  bool incremental = false;   // has an incremental commit: held to "never slower than full"
   // Medians, seconds.
   double commit_s = 0, partial_commit_s = 0, restore_s = 0, rollback_s = 0, open_s = 0;
   std::vector<double> commit_samples, partial_samples, restore_samples, rollback_samples, open_samples;
+  // Partial iterations (incremental strategies): commit without incremental,
+  // and the application's partial writes with and without tracking.
+  double partial_full_commit_s = 0, partial_write_s = 0, partial_write_untracked_s = 0;
+  std::vector<double> partial_full_samples, partial_write_samples, partial_write_untracked_samples;
   // Per commit, bytes (averages over the measured commits).
   double nvm_per_commit = 0, nvm_per_partial = 0, saved_per_partial = 0;
   double commit_bw = 0;        // state bytes / commit_s
@@ -82,7 +91,7 @@ struct StrategyRow {
   double vs_undo_log = 0;      // undo-log commit_s / commit_s (how many times faster); 0: no undo-log row
   double vs_undo_partial = 0;  // the same for partial commits
   bool verified = false;       // every restart restore gave back the committed bytes
-  Goal goal_restore = Goal::none, goal_bw = Goal::none;
+  Goal goal_restore = Goal::none, goal_bw = Goal::none, goal_incremental = Goal::none;
 };
 
 struct StrategiesReport {

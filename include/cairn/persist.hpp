@@ -70,7 +70,10 @@ struct Options {
   // "in-place without flushing"): versions survive a killed process, whose
   // page cache lives on, but NOT a power loss.
   bool flush = true;
-  // Copy-based strategies: copy only pages written since the last commit.
+  // Copy-based strategies: copy only pages written since the last commit
+  // (tracked per 4 KiB page by the kernel on Linux 6.7+, else by write
+  // faults; $CAIRN_WRITE_TRACKING=faults forces the latter). A region of
+  // which three quarters or more were written is copied whole.
   bool incremental = false;
   // file: also write each version as <dir>/<name>.<version>.h5, one uint8
   // dataset per region named after it (h5dump, h5py and ParaView read it).

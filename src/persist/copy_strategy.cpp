@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "util/kernel_write_tracking.hpp"
 #include "util/write_faults.hpp"
 
 namespace cairn::persist::detail {
@@ -39,13 +40,16 @@ constexpr std::size_t kPage = util::kPageBytes;
 
 }  // namespace
 
-// Records which pages of one buffer are written, per commit interval.
+// Records which pages of one buffer are written, per commit interval: by the
+// kernel where it can, else by write faults.
 class PageTracker {
  public:
   static std::unique_ptr<PageTracker> start(std::byte* base, std::size_t tracked_bytes) {
     const std::size_t pages = tracked_bytes / kPage;
     if (pages == 0 || reinterpret_cast<std::uintptr_t>(base) % kPage != 0) return nullptr;
     std::unique_ptr<PageTracker> t(new PageTracker(base, pages));
+    if (util::kernel_write_tracking_wanted()) t->kernel_ = util::KernelWriteTracker::start(base, pages);
+    if (t->kernel_) return t;
     const auto b = reinterpret_cast<std::uintptr_t>(base);
     auto h = util::watch_write_faults(b, b + pages * kPage, &PageTracker::on_fault, t.get());
     if (!h.ok()) return nullptr;  // no handler or too many ranges: copy this buffer whole
@@ -55,6 +59,7 @@ class PageTracker {
   }
 
   ~PageTracker() {
+    if (kernel_) return;  // its destructor drops the protection
     ::mprotect(base_, pages_ * kPage, PROT_READ | PROT_WRITE);
     util::unwatch_write_faults(handle_);
   }
@@ -62,6 +67,12 @@ class PageTracker {
   PageTracker& operator=(const PageTracker&) = delete;
 
   std::size_t pages() const { return pages_; }
+  // At a commit, before dirty() is asked: the kernel's record of the
+  // interval joins the current set (the faults mode records as it goes).
+  void gather() {
+    if (kernel_ && !kernel_->collect([this](std::size_t first, std::size_t end) { mark(first, end); }))
+      overflow_.store(true, std::memory_order_relaxed);
+  }
   // Written in the current interval (and, with_previous, the one before).
   bool dirty(std::size_t page, bool with_previous) const {
     const std::uint64_t bit = std::uint64_t{1} << (page % 64);
@@ -72,20 +83,26 @@ class PageTracker {
     return overflow_.load(std::memory_order_relaxed) || (with_previous && prev_overflow_);
   }
   // A commit ends the interval: its pages become the previous set, a new
-  // empty set starts and the buffer is write-protected again.
+  // empty set starts and the buffer is write-protected again (gather() did
+  // that already in the kernel mode).
   void rotate() {
     for (std::size_t w = 0; w < words_; ++w) prev_[w] = cur_[w].exchange(0, std::memory_order_relaxed);
     prev_overflow_ = overflow_.exchange(false, std::memory_order_relaxed);
-    protect();
+    if (!kernel_) protect();
   }
   // Writable without recording (a restore copies into all of it).
-  void suspend() { ::mprotect(base_, pages_ * kPage, PROT_READ | PROT_WRITE); }
+  void suspend() {
+    if (!kernel_) ::mprotect(base_, pages_ * kPage, PROT_READ | PROT_WRITE);
+  }
   // After a restore: nothing written since, the interval before unknown.
   void reset() {
+    if (kernel_ && !kernel_->collect([](std::size_t, std::size_t) {}))
+      overflow_.store(true, std::memory_order_relaxed);
+    else
+      overflow_.store(false, std::memory_order_relaxed);
     for (std::size_t w = 0; w < words_; ++w) cur_[w].store(0, std::memory_order_relaxed);
     prev_overflow_ = true;
-    overflow_.store(false, std::memory_order_relaxed);
-    protect();
+    if (!kernel_) protect();
   }
 
  private:
@@ -96,6 +113,14 @@ class PageTracker {
         cur_(new std::atomic<std::uint64_t>[words_]),
         prev_(words_, 0) {
     for (std::size_t w = 0; w < words_; ++w) cur_[w].store(0, std::memory_order_relaxed);
+  }
+  void mark(std::size_t first, std::size_t end) {
+    for (std::size_t p = first; p < end;) {
+      const std::size_t w = p / 64, lo = p % 64, n = std::min<std::size_t>(64 - lo, end - p);
+      const std::uint64_t bits = n == 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << n) - 1) << lo;
+      cur_[w].fetch_or(bits, std::memory_order_relaxed);
+      p += n;
+    }
   }
   void protect() {
     // If this fails, writes go unseen: the interval counts as all written.
@@ -120,6 +145,7 @@ class PageTracker {
   std::vector<std::uint64_t> prev_;
   bool prev_overflow_ = true;          // nothing known before the first commit
   std::atomic<bool> overflow_{false};  // tracking stopped: treat all as written
+  std::unique_ptr<util::KernelWriteTracker> kernel_;
   int handle_ = -1;
 };
 
@@ -207,31 +233,35 @@ void CopyStrategy::copy_entry(const Layout& layout, std::size_t i, int k) {
   const bool known =
       t != nullptr && since != kUnknown && (since == event_ || since + 1 == event_) && slot_buffer_[k][i] == buffer;
   const bool with_previous = known && since + 1 == event_;
-  if (!known || t->overflowed(with_previous)) {
-    copy_out(pool, dst, src, e.bytes);
-    bytes_copied += e.bytes;
-    return;
-  }
+  std::vector<pool::Pool::Run> runs;
   std::size_t copied = 0;
-  const std::size_t pages = t->pages();
-  for (std::size_t p = 0; p < pages;) {
-    if (!t->dirty(p, with_previous)) {
-      ++p;
-      continue;
+  const bool incremental = known && !t->overflowed(with_previous);
+  if (incremental) {
+    const std::size_t pages = t->pages();
+    for (std::size_t p = 0; p < pages;) {
+      if (!t->dirty(p, with_previous)) {
+        ++p;
+        continue;
+      }
+      std::size_t q = p + 1;
+      while (q < pages && t->dirty(q, with_previous)) ++q;
+      const std::size_t off = p * kPage, end = std::min(q * kPage, e.bytes);
+      runs.push_back({off, end - off});
+      copied += end - off;
+      p = q;
     }
-    std::size_t q = p + 1;
-    while (q < pages && t->dirty(q, with_previous)) ++q;
-    const std::size_t off = p * kPage, end = std::min(q * kPage, e.bytes);
-    copy_out(pool, dst + off, src + off, end - off);
-    copied += end - off;
-    p = q;
+    // Application memory ending inside a page: the untracked tail, always.
+    const std::size_t tracked = std::min(pages * kPage, e.bytes);
+    if (tracked < e.bytes) {
+      runs.push_back({tracked, e.bytes - tracked});
+      copied += e.bytes - tracked;
+    }
   }
-  // Application memory ending inside a page: the untracked tail, always.
-  const std::size_t tracked = std::min(pages * kPage, e.bytes);
-  if (tracked < e.bytes) {
-    copy_out(pool, dst + tracked, src + tracked, e.bytes - tracked);
-    copied += e.bytes - tracked;
+  if (!incremental || static_cast<double>(copied) >= kWholeShare * static_cast<double>(e.bytes)) {
+    runs.assign(1, {0, e.bytes});
+    copied = e.bytes;
   }
+  if (!runs.empty()) copy_out(pool, dst, src, runs);
   bytes_copied += copied;
   incremental_bytes_saved += e.bytes - copied;
 }
@@ -245,6 +275,9 @@ Result<void> CopyStrategy::commit(Layout& layout, std::uint64_t version) {
   if (auto r = layout.capture_pointers(ptrs); !r.ok()) return r;
   // Write into the slot the committed version does not use.
   const int k = store_->committed() ? 1 - store_->committed_slot() : 0;
+  for (auto& t : trackers_)
+    for (auto& b : t)
+      if (b) b->gather();
   for (std::size_t i = 0; i < layout.entries.size(); ++i) copy_entry(layout, i, k);
   Result<void> done = store_->write_pointers_nodrain(k, ptrs);
   if (done.ok()) done = store_->publish(version, k);

@@ -12,23 +12,37 @@
 // slot being overwritten was last written are copied. The slot a commit
 // writes holds version v-2, so that is the union of the pages dirtied in the
 // last two commit intervals, not just the last one. Writes are tracked per
-// 4 KiB page by write protection: after each commit the buffers are made
-// read-only, the first write to a page faults, a SIGSEGV handler records the
-// page and makes it writable again (so each page costs one fault per commit
-// interval, a few microseconds). Soft-dirty bits would avoid the signal, but
-// kernels built without CONFIG_MEM_SOFT_DIRTY (common in VMs) never set them.
+// 4 KiB page by write protection, in one of two ways:
+//  - kernel (Linux 6.7+, the default where it works): userfaultfd's
+//    asynchronous write protection; the kernel resolves the first write to a
+//    page itself and marks it, and the commit asks for the marked pages and
+//    protects them again in one PAGEMAP_SCAN (util/kernel_write_tracking.hpp);
+//  - faults (older kernels, or $CAIRN_WRITE_TRACKING=faults): the buffers are
+//    made read-only, the first write to a page faults, a SIGSEGV handler
+//    records the page and makes it writable again; each page costs a signal
+//    and an mprotect that splits the mapping, and the next commit's
+//    re-protection merges them again.
+// Soft-dirty bits would avoid both, but kernels built without
+// CONFIG_MEM_SOFT_DIRTY (common in VMs) never set them.
+// The written runs of every region are copied by one scattered copy over all
+// threads (one fence per thread). When at least kWholeShare of a region was
+// written it is copied whole instead (one sequential copy), so an
+// incremental commit never does more work than a full one. The choice
+// depends only on what was written, never on timing.
 // Qualify: cairn-owned buffers, and application memory whose base is page
 // aligned (its partial last page is always copied). Anything else, the first
 // two commits after open or restore, and an interval in which tracking had to
 // stop (the kernel's limit on mappings was reached) fall back to full copies.
 // Caveats while incremental is on: the kernel cannot write into protected
-// pages on the application's behalf — read(2), recv(2) and the like into a
-// region fail with EFAULT, so fill regions with user-space copies; and an
-// application SIGSEGV handler installed later must chain to the previous one.
+// pages on the application's behalf in the faults mode — read(2), recv(2)
+// and the like into a region fail with EFAULT, so fill regions with
+// user-space copies; and an application SIGSEGV handler installed later must
+// chain to the previous one.
 #pragma once
 
 #include <array>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "persist/slot_store.hpp"
@@ -50,13 +64,17 @@ class CopyStrategy : public Strategy {
   devices::Stats device_stats() const override;
 
  protected:
-  // Copies n bytes from DRAM into the NVM slot and flushes them (no final
-  // fence): the one thing the copy strategies differ in.
-  virtual void copy_out(pool::Pool& pool, std::byte* dst, const std::byte* src, std::size_t n) = 0;
+  // Copies the runs (offsets from dst and src) from DRAM into the NVM slot
+  // and makes them durable: the one thing the copy strategies differ in.
+  virtual void copy_out(pool::Pool& pool, std::byte* dst, const std::byte* src,
+                        std::span<const pool::Pool::Run> runs) = 0;
   unsigned threads_ = 0;
 
  private:
   static constexpr std::uint64_t kUnknown = ~std::uint64_t{0};
+  // An incremental commit copies a region whole once this share of it was
+  // written (see above).
+  static constexpr double kWholeShare = 0.75;
   void start_tracking(Layout& layout);
   // Copies entry i's latest buffer into slot k: whole, or only the pages
   // written since slot k was last written when that is known.

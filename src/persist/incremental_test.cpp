@@ -12,11 +12,13 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "cairn/persist.hpp"
 #include "persist/strategy.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "util/kernel_write_tracking.hpp"
 
 namespace cairn::persist {
 namespace {
@@ -69,11 +71,15 @@ struct UserMemory {
   unsigned char* p;
 };
 
-class Incremental : public ::testing::TestWithParam<std::string> {
+// (strategy, write tracking: "kernel" or "faults").
+class Incremental : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
+  void SetUp() override { ::setenv("CAIRN_WRITE_TRACKING", tracking().c_str(), 1); }
+  void TearDown() override { ::unsetenv("CAIRN_WRITE_TRACKING"); }
+  const std::string& tracking() const { return std::get<1>(GetParam()); }
   Options options(bool incremental = true) const {
     Options o;
-    o.strategy = GetParam();
+    o.strategy = std::get<0>(GetParam());
     o.name = "inc";
     o.dir = dir_.path();
     o.threads = 2;
@@ -265,6 +271,134 @@ TEST_P(Incremental, ForeignFaultsStillKill) {
   EXPECT_TRUE(died_of_it) << "status " << st;
 }
 
+// A region written almost everywhere is copied whole (one sequential copy),
+// and the restore is still exact.
+TEST_P(Incremental, MostlyWrittenRegionIsCopiedWhole) {
+  constexpr std::size_t kPages = 16, kBytes = kPages * kPage;
+  Bytes want;
+  {
+    auto ctx = std::move(Context::create(options()).value());
+    auto* a = ctx->region("a", kBytes).value();
+    ASSERT_TRUE(ctx->open().ok());
+    auto* b = a->as<unsigned char>();
+    ASSERT_TRUE(ctx->commit().ok());
+    ASSERT_TRUE(ctx->commit().ok());
+    std::uint64_t saved = ctx->stats().incremental_bytes_saved;
+    b[3 * kPage] = 1;  // two pages in two intervals: copied alone
+    ASSERT_TRUE(ctx->commit().ok());
+    EXPECT_EQ(ctx->stats().incremental_bytes_saved - saved, kBytes - kPage);
+    saved = ctx->stats().incremental_bytes_saved;
+    for (std::size_t p = 0; p < 13; ++p) b[p * kPage + 9] = static_cast<unsigned char>(p + 2);  // 13 of 16
+    ASSERT_TRUE(ctx->commit().ok());
+    EXPECT_EQ(ctx->stats().incremental_bytes_saved, saved) << "13 of 16 pages written: copied whole";
+    want = snapshot(b, kBytes);
+  }
+  auto ctx = std::move(Context::create(options()).value());
+  auto* a = ctx->region("a", kBytes).value();
+  ASSERT_TRUE(ctx->open().ok());
+  ASSERT_EQ(ctx->restore().value(), 4u);
+  EXPECT_EQ(first_difference(a->data(), want), -1);
+}
+
+// A child forked after open goes on committing incrementally with its own
+// copy of the memory (the kernel mode's userfaultfd belongs to the parent's
+// address space: the child must neither use it nor miss its own writes).
+TEST_P(Incremental, ForkedChildCommitsExactly) {
+  constexpr std::size_t kPages = 64, kBytes = kPages * kPage;
+  auto ctx = std::move(Context::create(options()).value());
+  auto* a = ctx->region("a", kBytes).value();
+  ASSERT_TRUE(ctx->open().ok());
+  auto* b = a->as<unsigned char>();
+  for (int v = 1; v <= 3; ++v) {
+    b[static_cast<std::size_t>(v) * kPage] = static_cast<unsigned char>(v);
+    ASSERT_TRUE(ctx->commit().ok());
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    for (int v = 4; v <= 8; ++v) {
+      b[static_cast<std::size_t>(v * 5 % kPages) * kPage + 17] = static_cast<unsigned char>(v);
+      if (!ctx->commit().ok()) _exit(2);
+    }
+    _exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+  // What the child's memory held at its last commit: the parent's bytes
+  // plus the child's writes.
+  Bytes want = snapshot(b, kBytes);
+  for (int v = 4; v <= 8; ++v)
+    want[static_cast<std::size_t>(v * 5 % kPages) * kPage + 17] = static_cast<unsigned char>(v);
+  ctx.reset();
+  auto fresh = std::move(Context::create(options()).value());
+  auto* r = fresh->region("a", kBytes).value();
+  ASSERT_TRUE(fresh->open().ok());
+  ASSERT_EQ(fresh->restore().value(), 8u);
+  EXPECT_EQ(first_difference(r->data(), want), -1);
+}
+
+// In the kernel mode the kernel's own writes into a region (read(2)) are
+// recorded like the application's (the faults mode cannot allow them).
+TEST_P(Incremental, KernelWritesAreSeenInKernelMode) {
+  if (tracking() != "kernel") GTEST_SKIP() << "read(2) into a region fails with EFAULT in the faults mode";
+  constexpr std::size_t kPages = 32, kBytes = kPages * kPage;
+  Bytes want;
+  {
+    auto ctx = std::move(Context::create(options()).value());
+    auto* a = ctx->region("a", kBytes).value();
+    ASSERT_TRUE(ctx->open().ok());
+    for (int v = 1; v <= 3; ++v) ASSERT_TRUE(ctx->commit().ok());
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const char msg[] = "written by the kernel";
+    ASSERT_EQ(write(fds[1], msg, sizeof msg), static_cast<ssize_t>(sizeof msg));
+    ASSERT_EQ(read(fds[0], a->as<char>() + 21 * kPage + 5, sizeof msg), static_cast<ssize_t>(sizeof msg));
+    close(fds[0]);
+    close(fds[1]);
+    ASSERT_TRUE(ctx->commit().ok());
+    ASSERT_TRUE(ctx->commit().ok());  // into the other slot: the page must be copied there too
+    want = snapshot(a->data(), kBytes);
+  }
+  auto ctx = std::move(Context::create(options()).value());
+  auto* a = ctx->region("a", kBytes).value();
+  ASSERT_TRUE(ctx->open().ok());
+  ASSERT_EQ(ctx->restore().value(), 5u);
+  EXPECT_EQ(first_difference(a->data(), want), -1);
+}
+
+// The kernel mode itself: exactly the written pages, once, then protected
+// again. Skipped where the kernel cannot (before Linux 6.7).
+TEST(KernelWriteTracking, ReportsExactlyTheWrittenPagesOnce) {
+  constexpr std::size_t kPages = 40;
+  void* m = mmap(nullptr, kPages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* base = static_cast<std::byte*>(m);
+  std::memset(base, 0, kPages * kPage);
+  {
+    auto t = util::KernelWriteTracker::start(base, kPages);
+    if (!t) {
+      munmap(m, kPages * kPage);
+      GTEST_SKIP() << "no userfaultfd asynchronous write protection here (Linux 6.7+)";
+    }
+    auto runs = [&] {
+      std::vector<std::pair<std::size_t, std::size_t>> out;
+      EXPECT_TRUE(t->collect([&](std::size_t a, std::size_t b) { out.emplace_back(a, b); }));
+      return out;
+    };
+    EXPECT_TRUE(runs().empty());
+    base[3 * kPage + 1] = std::byte{1};
+    for (std::size_t p = 10; p < 13; ++p) base[p * kPage + 4095] = std::byte{2};
+    base[39 * kPage] = std::byte{3};
+    using R = std::vector<std::pair<std::size_t, std::size_t>>;
+    EXPECT_EQ(runs(), (R{{3, 4}, {10, 13}, {39, 40}}));
+    EXPECT_TRUE(runs().empty()) << "a collect protects the pages again";
+    base[11 * kPage] = std::byte{4};
+    EXPECT_EQ(runs(), (R{{11, 12}}));
+  }
+  base[20 * kPage] = std::byte{5};  // unregistered: ordinary memory again
+  munmap(m, kPages * kPage);
+}
+
 // Every strategy whose registry record says it honours Options::incremental.
 std::vector<std::string> incremental_strategies() {
   std::vector<std::string> out;
@@ -273,12 +407,15 @@ std::vector<std::string> incremental_strategies() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(CopyStrategies, Incremental, ::testing::ValuesIn(incremental_strategies()), [](const auto& p) {
-  std::string n = p.param;
-  for (auto& ch : n)
-    if (ch == '-') ch = '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(CopyStrategies, Incremental,
+                         ::testing::Combine(::testing::ValuesIn(incremental_strategies()),
+                                            ::testing::Values("kernel", "faults")),
+                         [](const auto& p) {
+                           std::string n = std::get<0>(p.param) + "_" + std::get<1>(p.param);
+                           for (auto& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace cairn::persist

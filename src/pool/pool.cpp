@@ -603,27 +603,45 @@ void Pool::persist_mt(const void* addr, std::size_t len, unsigned threads) {
 }
 
 void Pool::memcpy_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads) {
-  if (len < kParallelMin) return memcpy_persist(dst, src, len);
-  ParallelScope scope;
-  auto* d = static_cast<std::byte*>(dst);
-  auto* s = static_cast<const std::byte*>(src);
-  util::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
-    ops_.copy_nodrain(ctx_, d + off, s + off, n);
-    ops_.drain(ctx_);
-  });
+  const Run whole{0, len};
+  memcpy_persist_runs_mt(dst, src, {&whole, 1}, Stores::non_temporal, threads);
 }
 
 void Pool::memcpy_flush_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads) {
+  const Run whole{0, len};
+  memcpy_persist_runs_mt(dst, src, {&whole, 1}, Stores::cached_then_flushed, threads);
+}
+
+void Pool::memcpy_persist_runs_mt(void* dst, const void* src, std::span<const Run> runs, Stores stores,
+                                  unsigned threads) {
   auto* d = static_cast<std::byte*>(dst);
   auto* s = static_cast<const std::byte*>(src);
-  if (len < kParallelMin) {
-    std::memcpy(d, s, len);
-    return persist(d, len);
+  auto copy = [&](std::size_t off, std::size_t n) {
+    if (stores == Stores::non_temporal) {
+      ops_.copy_nodrain(ctx_, d + off, s + off, n);
+    } else {
+      std::memcpy(d + off, s + off, n);
+      ops_.flush(ctx_, d + off, n);
+    }
+  };
+  std::size_t total = 0;
+  for (const Run& r : runs) total += r.bytes;
+  if (total < kParallelMin) {
+    for (const Run& r : runs) copy(r.offset, r.bytes);
+    return ops_.drain(ctx_);
   }
+  // Run i covers [start[i], start[i+1]) of the runs laid end to end; each
+  // worker copies the pieces of its part of that line.
+  std::vector<std::size_t> start(runs.size() + 1, 0);
+  for (std::size_t i = 0; i < runs.size(); ++i) start[i + 1] = start[i] + runs[i].bytes;
   ParallelScope scope;
-  util::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
-    std::memcpy(d + off, s + off, n);
-    ops_.flush(ctx_, d + off, n);
+  util::parallel_ranges(total, threads, [&](std::size_t off, std::size_t n) {
+    auto i = static_cast<std::size_t>(std::upper_bound(start.begin(), start.end(), off) - start.begin()) - 1;
+    for (std::size_t pos = off; pos < off + n; ++i) {
+      const std::size_t from = pos - start[i], take = std::min(runs[i].bytes - from, off + n - pos);
+      copy(runs[i].offset + from, take);
+      pos += take;
+    }
     ops_.drain(ctx_);
   });
 }

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -262,6 +263,15 @@ class Pool {
   // then writes its lines back (clwb/clflushopt) before its fence: the
   // dram-cache strategy's copy, for comparison with non-temporal stores.
   void memcpy_flush_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads = 0);
+  // The scattered form of both (incremental commits): runs[i] is copied from
+  // src + offset to dst + offset; the runs' total is split over the workers
+  // as one range would be, and each worker fences once, not once per run.
+  struct Run {
+    std::size_t offset = 0, bytes = 0;
+  };
+  enum class Stores { non_temporal, cached_then_flushed };
+  void memcpy_persist_runs_mt(void* dst, const void* src, std::span<const Run> runs, Stores stores,
+                              unsigned threads = 0);
   // Ranges smaller than this are done on the calling thread.
   static constexpr std::size_t kParallelMin = 1u << 20;
   // True on a thread that is inside persist_mt / memcpy_persist_mt. The crash

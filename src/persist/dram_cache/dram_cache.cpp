@@ -15,9 +15,10 @@ class DramCache final : public CopyStrategy {
   std::string name() const override { return "dram-cache"; }
 
  protected:
-  void copy_out(pool::Pool& pool, std::byte* dst, const std::byte* src, std::size_t n) override {
+  void copy_out(pool::Pool& pool, std::byte* dst, const std::byte* src,
+                std::span<const pool::Pool::Run> runs) override {
     // Each worker fences its own lines; the version word's persist follows.
-    pool.memcpy_flush_persist_mt(dst, src, n, threads_);
+    pool.memcpy_persist_runs_mt(dst, src, runs, pool::Pool::Stores::cached_then_flushed, threads_);
   }
 };
 
