@@ -404,14 +404,32 @@ TEST(PoolErrors, WrongVersionAndCorruptHeaders) {
   write_bytes(path, kHeaderCopy1 + 40, &junk, 8);
   EXPECT_EQ(Pool::open(path).error().code, Errc::corrupted);
   // A valid header of another layout version.
-  PoolHeader v2 = h;
-  v2.layout_version = 2;
-  v2.checksum = checksum64(&v2, offsetof(PoolHeader, checksum));
-  write_bytes(path, kHeaderCopy0, &v2, sizeof v2);
-  write_bytes(path, kHeaderCopy1, &v2, sizeof v2);
+  PoolHeader v3 = h;
+  v3.layout_version = kLayoutVersion + 1;
+  v3.checksum = checksum64(&v3, offsetof(PoolHeader, checksum));
+  write_bytes(path, kHeaderCopy0, &v3, sizeof v3);
+  write_bytes(path, kHeaderCopy1, &v3, sizeof v3);
   auto r = Pool::open(path);
   EXPECT_EQ(r.error().code, Errc::wrong_version);
-  EXPECT_NE(r.error().message.find("version 2"), std::string::npos);
+  EXPECT_NE(r.error().message.find("version 3"), std::string::npos);
+  // A pool of layout 1, whose headers carry the byte-wise FNV-1a checksum of
+  // that layout: recognised as an older version, not as damage.
+  PoolHeader v1 = h;
+  v1.layout_version = 1;
+  std::uint64_t fnv = 0xcbf29ce484222325ULL;
+  for (std::size_t i = 0; i < offsetof(PoolHeader, checksum); ++i) {
+    fnv ^= reinterpret_cast<const unsigned char*>(&v1)[i];
+    fnv *= 0x100000001b3ULL;
+  }
+  fnv ^= fnv >> 33;
+  fnv *= 0xff51afd7ed558ccdULL;
+  fnv ^= fnv >> 33;
+  v1.checksum = fnv ^ offsetof(PoolHeader, checksum);
+  write_bytes(path, kHeaderCopy0, &v1, sizeof v1);
+  write_bytes(path, kHeaderCopy1, &v1, sizeof v1);
+  r = Pool::open(path);
+  EXPECT_EQ(r.error().code, Errc::wrong_version) << r.error().message;
+  EXPECT_NE(r.error().message.find("version 1"), std::string::npos) << r.error().message;
 }
 
 TEST(PoolErrors, FailedOpenNeverWrites) {

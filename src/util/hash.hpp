@@ -1,7 +1,7 @@
 // hash.hpp — the non-cryptographic hashes cairn uses to detect corruption and
 // to fingerprint state (internal): checkpoint bodies, the apps' final-state
-// checksums, the crash explorer's file images. (The on-media checksum of pool
-// metadata is pool::checksum64, kept as it is for the format's sake.)
+// checksums, the crash explorer's file images, and (seeded) the on-media
+// checksum of pool metadata, pool::checksum64.
 #pragma once
 
 #include <cstddef>

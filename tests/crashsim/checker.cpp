@@ -110,7 +110,7 @@ CheckOutcome check_state(const Opener& open, const CheckConfig& config, const Ex
                   " blocks but the recovered version reaches " + std::to_string(*blocks) + " (leak or lost extent)");
     // Condition 3: K further operations.
     if (config.extend_ops == 0) return out;
-    after = Model(got);
+    after = Model(std::move(got));  // got is not needed after this
     const std::uint64_t generation = pool.root_generation();
     Rng rng(rng_seed);
     for (unsigned i = 0; i < config.extend_ops; ++i) {

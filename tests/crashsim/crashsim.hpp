@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -78,7 +79,12 @@ std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b, std::uint64_t c = 0, st
 struct Version {
   std::uint64_t number = 0;
   std::vector<std::byte> bytes;
-  bool operator==(const Version& o) const { return number == o.number && bytes == o.bytes; }
+  // memcmp: std::vector<std::byte>'s == compares byte by byte here (a sixth
+  // of the in-process harness's time went to it).
+  bool operator==(const Version& o) const {
+    return number == o.number && bytes.size() == o.bytes.size() &&
+           (bytes.empty() || std::memcmp(bytes.data(), o.bytes.data(), bytes.size()) == 0);
+  }
 };
 
 class Model;

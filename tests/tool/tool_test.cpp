@@ -88,7 +88,7 @@ TEST(ToolPool, CreateThenInfo) {
   const Outcome i = cairn_tool({"pool", "info", path});
   ASSERT_EQ(i.exit_code, 0) << i.output;
   EXPECT_OUT(i, "0x4c4f4f504e524941 \"AIRNPOOL\"");
-  EXPECT_OUT(i, "layout version   1");
+  EXPECT_OUT(i, "layout version   2");
   EXPECT_OUT(i, "size             4194304 bytes (4 MiB)");
   EXPECT_OUT(i, " UTC");
   EXPECT_OUT(i, "1008 blocks of 4096 bytes");
@@ -105,7 +105,7 @@ TEST(ToolPool, CreateThenInfo) {
   ASSERT_EQ(j.exit_code, 0) << j.output;
   EXPECT_EQ(j.output.front(), '{');
   EXPECT_OUT(j, "\"pool_size\": 4194304,");
-  EXPECT_OUT(j, "\"layout_version\": 1,");
+  EXPECT_OUT(j, "\"layout_version\": 2,");
   EXPECT_OUT(j, "\"block_size\": 4096,");
   EXPECT_OUT(j, "\"arena_high_water_blocks\": 3,");
   EXPECT_OUT(j, "\"root_generation\": 3,");
@@ -323,13 +323,13 @@ TEST(ToolCheck, CannotReadIsTwo) {
     std::ifstream in(path, std::ios::binary);
     in.read(reinterpret_cast<char*>(&h), sizeof h);
   }
-  h.layout_version = 2;
+  h.layout_version = pool::kLayoutVersion + 1;
   h.checksum = pool::checksum64(&h, offsetof(pool::PoolHeader, checksum));
   poke(path, kHeaderCopy0, &h, sizeof h);
   poke(path, kHeaderCopy1, &h, sizeof h);
   const Outcome v2 = cairn_tool({"pool", "check", path});
   EXPECT_EQ(v2.exit_code, 2) << v2.output;
-  EXPECT_OUT(v2, "layout version 2");
+  EXPECT_OUT(v2, "layout version 3");
 
   // A FIFO would block an open(); a character device has no size.
   ASSERT_EQ(mkfifo(dir.file("fifo").c_str(), 0600), 0);
