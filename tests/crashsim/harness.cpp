@@ -16,11 +16,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -33,6 +36,9 @@
 
 namespace cairn::testing::crashsim {
 namespace {
+
+// The shared page forked checks report through.
+constexpr std::size_t kResultBytes = 64 * 1024;
 
 using Clock = std::chrono::steady_clock;
 
@@ -367,6 +373,8 @@ class Explorer {
       lo = depth_ == 1 ? rs_.only->subset : rs_.only->subset2;
       hi = lo < count ? lo + 1 : lo;
     }
+    if (o.forked && depth_ == 1 && !rs_.only && !rs_.workload->make_file)
+      return explore_forked(id, units, base, e, en, lo, hi, picks);
     for (std::uint64_t s = lo; s < hi && !rs_.stop; ++s) {
       if (o.max_states != 0 && rep.states >= o.max_states) {
         rs_.stop = true;
@@ -380,20 +388,124 @@ class Explorer {
       if (depth_ == 2) ++rep.depth2_states;
       restore(base);
       if (!out.ok) {
-        const CrashKey k = key_for(id, s);
-        // Appended piecewise: GCC 12's -Wrestrict misfires on "[" + a + "] " + b at -O3.
-        std::string reason = "[";
-        reason += en.family(s);
-        reason += "] ";
-        reason += out.reason;
-        rep.failures.push_back(Failure{format_key(k), std::move(reason)});
-        if (o.log) o.log("FAIL " + format_key(k) + "  " + rep.failures.back().reason);
-        if (rep.failures.size() >= std::max(1u, o.max_failures)) rs_.stop = true;
+        record_failure(en, id, s, out.reason);
         continue;
       }
       const bool deepen_this =
           depth_ == 1 && (rs_.only ? rs_.only->depth2 : std::find(picks.begin(), picks.end(), s) != picks.end());
       if (deepen_this && !rs_.workload->make_file) deepen(id, s, units, base, e);
+    }
+  }
+
+  void record_failure(const Enumerator& en, std::uint64_t id, std::uint64_t s, const std::string& why) {
+    Report& rep = *rs_.report;
+    const CrashKey k = key_for(id, s);
+    // Appended piecewise: GCC 12's -Wrestrict misfires on "[" + a + "] " + b at -O3.
+    std::string reason = "[";
+    reason += en.family(s);
+    reason += "] ";
+    reason += why;
+    rep.failures.push_back(Failure{format_key(k), std::move(reason)});
+    if (rs_.options.log) rs_.options.log("FAIL " + format_key(k) + "  " + rep.failures.back().reason);
+    if (rep.failures.size() >= std::max(1u, rs_.options.max_failures)) rs_.stop = true;
+  }
+
+  // Forked checks of one crash point's states: a child checks them one after
+  // another, each on a fresh private (copy-on-write) view of the scratch
+  // image, so that no state sees another's writes and the parent's bytes
+  // stay untouched, as with one child per state, without a fork and an exit
+  // per state. The child builds each crash image in the shared scratch
+  // itself (the parent waits) and takes it out again before the next. A
+  // state whose recovery kills the child is reported as such; the next child
+  // goes on after it.
+  struct ForkedResult {
+    std::atomic<std::uint64_t> done;  // states of this child's batch that passed
+    std::atomic<int> failed;          // the state after them failed (reason follows)
+    char reason[4096];
+  };
+  static_assert(sizeof(ForkedResult) <= kResultBytes);
+  void explore_forked(std::uint64_t id, const UnitSet& units, const std::byte* base, const Expect& e,
+                      const Enumerator& en, std::uint64_t lo, std::uint64_t hi,
+                      const std::vector<std::uint64_t>& picks) {
+    Report& rep = *rs_.report;
+    const Options& o = rs_.options;
+    std::vector<std::uint64_t> todo;
+    for (std::uint64_t s = lo; s < hi; ++s) {
+      if (o.max_states != 0 && rep.states + todo.size() >= o.max_states) {
+        rs_.stop = true;
+        break;
+      }
+      if (!sampled_out(id, s)) todo.push_back(s);
+    }
+    if (rs_.result_page == nullptr) {
+      void* p = mmap(nullptr, kResultBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) return harness_failure("forked check: cannot map the result page");
+      rs_.result_page = p;
+    }
+    auto* res = new (rs_.result_page) ForkedResult;
+    CheckConfig cfg;
+    cfg.workload = rs_.workload;
+    cfg.extend_ops = rs_.key.extend_ops;
+    const Opener open = image_opener(lv_.scratch->view(), rs_.size, o.durability);
+    std::byte* shared = lv_.scratch->alias();
+    for (std::size_t next = 0; next < todo.size();) {
+      res->done.store(0);
+      res->failed.store(0);
+      res->reason[0] = '\0';
+      const pid_t pid = fork();
+      if (pid < 0) return harness_failure(std::string("forked check: fork failed: ") + std::strerror(errno));
+      if (pid == 0) {
+        for (std::size_t k = next; k < todo.size(); ++k) {
+          alarm(120);
+          en.choices(todo[k], choices_);
+          patch(units, base);
+          CheckOutcome out;
+          if (auto r = lv_.scratch->privatize_view(); !r.ok())
+            out = CheckOutcome{false, r.error().message, 0};
+          else
+            out = check_state(open, cfg, e, mix_seed(rs_.key.seed, id, todo[k], 0xc4ec));
+          for (std::uint32_t pg : patched_) copy_page(shared, base, pg);
+          if (!out.ok) {
+            std::snprintf(res->reason, sizeof res->reason, "%s", out.reason.c_str());
+            res->failed.store(1);
+            _exit(0);
+          }
+          res->done.fetch_add(1);
+        }
+        _exit(0);
+      }
+      int status = 0;
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      const std::size_t passed = res->done.load();
+      for (std::size_t k = next; k < next + passed; ++k) {
+        ++rep.states;
+        if (std::find(picks.begin(), picks.end(), todo[k]) != picks.end()) {
+          en.choices(todo[k], choices_);
+          deepen(id, todo[k], units, base, e);
+        }
+      }
+      next += passed;
+      if (next == todo.size() && !WIFSIGNALED(status)) break;
+      if (next == todo.size()) {
+        harness_failure("a forked checking process died after its last state");
+        break;
+      }
+      // todo[next] failed or killed its process.
+      ++rep.states;
+      if (WIFSIGNALED(status)) {
+        // Its crash image may still be in the shared scratch: take it out.
+        for (const Unit& u : units.units) copy_page(shared, base, static_cast<std::uint32_t>(u.offset / kPage));
+        record_failure(en, id, todo[next],
+                       std::string("recovery crashed the checking process: ") + strsignal(WTERMSIG(status)) +
+                           (WTERMSIG(status) == SIGALRM ? " (timed out)" : ""));
+      } else if (res->failed.load() == 1) {
+        record_failure(en, id, todo[next], res->reason);
+      } else {
+        record_failure(en, id, todo[next], "the checking process exited without a result");
+      }
+      ++next;
+      if (rs_.stop) break;
     }
   }
 
@@ -466,7 +578,7 @@ class Explorer {
   }
 
   CheckOutcome check_forked(const Opener& open, const CheckConfig& cfg, const Expect& e, std::uint64_t seed) {
-    constexpr std::size_t kResult = 64 * 1024;
+    constexpr std::size_t kResult = kResultBytes;
     if (rs_.result_page == nullptr) {
       void* p = mmap(nullptr, kResult, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) return CheckOutcome{false, "forked check: cannot map the result page", 0};
@@ -599,7 +711,7 @@ Report run_once(const Workload& w, const Options& o) {
     Explorer top(rs, lv.value(), 1);
     top.run_workload(model);
   }
-  if (rs.result_page != nullptr) munmap(rs.result_page, 64 * 1024);
+  if (rs.result_page != nullptr) munmap(rs.result_page, kResultBytes);
   rep.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return rep;
 }

@@ -3,6 +3,8 @@
 // replay rebuilds exactly one state.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "tests/crashsim/crashsim.hpp"
 
 namespace cairn::testing::crashsim {
@@ -126,6 +128,74 @@ TEST(Harness, ForkedChecksAgreeWithInProcessChecks) {
   o.forked = true;
   const Report forked = run(workload("refarray"), o);
   EXPECT_TRUE(forked.passed()) << forked.summary();
+  EXPECT_EQ(forked.states, in_process.states);
+}
+
+// Forked checks run a crash point's states in one child each time: states
+// after a failing one must be checked exactly as in-process checks do.
+TEST(Harness, ForkedChecksFindTheSameFailuresAsInProcessChecks) {
+  for (const char* name : {"refarray.missing_flush", "refarray.wrong_order", "refarray.torn_commit_word"}) {
+    Options o;
+    o.steps = 12;
+    o.depth2_per_point = 0;
+    o.max_failures = 25;
+    const Report in_process = run(*find_workload(name), o);
+    o.forked = true;
+    const Report forked = run(*find_workload(name), o);
+    ASSERT_FALSE(in_process.passed()) << name;
+    ASSERT_EQ(forked.failures.size(), in_process.failures.size()) << name;
+    for (std::size_t i = 0; i < forked.failures.size(); ++i) {
+      EXPECT_EQ(forked.failures[i].key, in_process.failures[i].key) << name;
+      EXPECT_EQ(forked.failures[i].reason, in_process.failures[i].reason) << name;
+    }
+    EXPECT_EQ(forked.states, in_process.states) << name;
+  }
+}
+
+// refarray whose recovery aborts the process (or, in-process, fails) whenever
+// it recovers version 3, 8, 13, ...: a recovery that kills the checking
+// process is one failing state, and the next child goes on after it.
+class DyingRecovery final : public Structure {
+ public:
+  explicit DyingRecovery(bool really) : inner_(find_workload("refarray")->make()), really_(really) {}
+  Result<void> create(pool::Pool& p, Model& m, Rng& r) override { return inner_->create(p, m, r); }
+  Result<void> step(pool::Pool& p, Model& m, Rng& r) override { return inner_->step(p, m, r); }
+  std::optional<std::uint64_t> blocks_in_use(const Version& v) const override { return inner_->blocks_in_use(v); }
+  Result<Version> recover(pool::Pool& p) override {
+    auto v = inner_->recover(p);
+    if (v.ok() && (v.value().number & 0xffffffffu) % 5 == 3) {
+      if (really_) std::abort();
+      return make_error(Errc::corrupted, "would die");
+    }
+    return v;
+  }
+
+ private:
+  std::unique_ptr<Structure> inner_;
+  bool really_;
+};
+
+TEST(Harness, ARecoveryThatKillsTheForkedCheckIsOneFailingState) {
+  auto workload = [](bool really) {
+    Workload w = *find_workload("refarray");
+    w.name = "refarray";  // keys name a registered workload
+    w.make = [really] { return std::make_unique<DyingRecovery>(really); };
+    return w;
+  };
+  Options o;
+  o.steps = 12;
+  o.depth2_per_point = 0;
+  o.max_failures = 1000;
+  const Report in_process = run(workload(false), o);
+  o.forked = true;
+  const Report forked = run(workload(true), o);
+  ASSERT_GT(in_process.failures.size(), 3u);
+  ASSERT_EQ(forked.failures.size(), in_process.failures.size());
+  for (std::size_t i = 0; i < forked.failures.size(); ++i) {
+    EXPECT_EQ(forked.failures[i].key, in_process.failures[i].key);
+    EXPECT_NE(forked.failures[i].reason.find("recovery crashed the checking process: Aborted"), std::string::npos)
+        << forked.failures[i].reason;
+  }
   EXPECT_EQ(forked.states, in_process.states);
 }
 
