@@ -24,8 +24,8 @@
 //    re-protection merges them again.
 // Soft-dirty bits would avoid both, but kernels built without
 // CONFIG_MEM_SOFT_DIRTY (common in VMs) never set them.
-// The written runs of every region are copied by one scattered copy over all
-// threads (one fence per thread). When at least kWholeShare of a region was
+// A region's written runs are copied by one scattered copy over all threads
+// (one fence per thread, not one per run). When at least kWholeShare of a region was
 // written it is copied whole instead (one sequential copy), so an
 // incremental commit never does more work than a full one. The choice
 // depends only on what was written, never on timing.

@@ -463,7 +463,7 @@ class Explorer {
           if (auto r = lv_.scratch->privatize_view(); !r.ok())
             out = CheckOutcome{false, r.error().message, 0};
           else
-            out = check_state(open, cfg, e, mix_seed(rs_.key.seed, id, todo[k], 0xc4ec));
+            out = check_state(open, cfg, e, check_seed(id, todo[k]));
           for (std::uint32_t pg : patched_) copy_page(shared, base, pg);
           if (!out.ok) {
             std::snprintf(res->reason, sizeof res->reason, "%s", out.reason.c_str());
@@ -558,12 +558,17 @@ class Explorer {
     for (std::size_t i = 0; i < n; ++i) copy_page(s, base, t.learned(i));
   }
 
+  // The seed of a state's further operations.
+  std::uint64_t check_seed(std::uint64_t id, std::uint64_t s) const {
+    return depth_ == 1 ? mix_seed(rs_.key.seed, id, s, 0xc4ec)
+                       : mix_seed(rs_.key.seed, mix_seed(rs_.key.point, rs_.key.subset), id, s);
+  }
+
   CheckOutcome check(std::uint64_t id, std::uint64_t s, const Expect& e) {
     CheckConfig cfg;
     cfg.workload = rs_.workload;
     cfg.extend_ops = rs_.key.extend_ops;
-    const std::uint64_t seed = depth_ == 1 ? mix_seed(rs_.key.seed, id, s, 0xc4ec)
-                                           : mix_seed(rs_.key.seed, mix_seed(rs_.key.point, rs_.key.subset), id, s);
+    const std::uint64_t seed = check_seed(id, s);
     if (rs_.workload->make_file) {
       // Always in-process: the library maps the image shared, so a forked
       // child's writes would reach it anyway.
@@ -572,46 +577,8 @@ class Explorer {
       return rs_.server->check(lv_.scratch->fd(), rs_.size, dir.value(), rs_.options.durability, cfg.extend_ops, e,
                                seed, file_written_);
     }
-    const Opener open = image_opener(lv_.scratch->view(), rs_.size, rs_.options.durability);
-    if (rs_.options.forked && depth_ == 1) return check_forked(open, cfg, e, seed);
-    return check_state(open, cfg, e, seed);
-  }
-
-  CheckOutcome check_forked(const Opener& open, const CheckConfig& cfg, const Expect& e, std::uint64_t seed) {
-    constexpr std::size_t kResult = kResultBytes;
-    if (rs_.result_page == nullptr) {
-      void* p = mmap(nullptr, kResult, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) return CheckOutcome{false, "forked check: cannot map the result page", 0};
-      rs_.result_page = p;
-    }
-    auto* page = static_cast<char*>(rs_.result_page);
-    std::memset(page, 0, 16);
-    const pid_t pid = fork();
-    if (pid < 0) return CheckOutcome{false, std::string("forked check: fork failed: ") + std::strerror(errno), 0};
-    if (pid == 0) {
-      alarm(120);
-      CheckOutcome out;
-      if (auto r = lv_.scratch->privatize_view(); !r.ok())
-        out = CheckOutcome{false, r.error().message, 0};
-      else
-        out = check_state(open, cfg, e, seed);
-      const std::size_t n = std::min(out.reason.size(), kResult - 17);
-      std::memcpy(page + 16, out.reason.data(), n);
-      page[16 + n] = '\0';
-      page[1] = out.ok ? 1 : 0;
-      page[0] = 1;  // done
-      _exit(0);
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (WIFSIGNALED(status))
-      return CheckOutcome{false,
-                          std::string("recovery crashed the checking process: ") + strsignal(WTERMSIG(status)) +
-                              (WTERMSIG(status) == SIGALRM ? " (timed out)" : ""),
-                          0};
-    if (page[0] != 1) return CheckOutcome{false, "the checking process exited without a result", 0};
-    return CheckOutcome{page[1] == 1, std::string(page + 16), 0};
+    // (Forked runs check their depth-1 states in explore_forked.)
+    return check_state(image_opener(lv_.scratch->view(), rs_.size, rs_.options.durability), cfg, e, seed);
   }
 
   void deepen(std::uint64_t id, std::uint64_t s, const UnitSet& units, const std::byte* base, const Expect& e) {
