@@ -96,10 +96,7 @@ class PageTracker {
   }
   // After a restore: nothing written since, the interval before unknown.
   void reset() {
-    if (kernel_ && !kernel_->collect([](std::size_t, std::size_t) {}))
-      overflow_.store(true, std::memory_order_relaxed);
-    else
-      overflow_.store(false, std::memory_order_relaxed);
+    overflow_.store(kernel_ && !kernel_->collect([](std::size_t, std::size_t) {}), std::memory_order_relaxed);
     for (std::size_t w = 0; w < words_; ++w) cur_[w].store(0, std::memory_order_relaxed);
     prev_overflow_ = true;
     if (!kernel_) protect();

@@ -429,14 +429,9 @@ class Explorer {
                       const std::vector<std::uint64_t>& picks) {
     Report& rep = *rs_.report;
     const Options& o = rs_.options;
-    std::vector<std::uint64_t> todo;
-    for (std::uint64_t s = lo; s < hi; ++s) {
-      if (o.max_states != 0 && rep.states + todo.size() >= o.max_states) {
-        rs_.stop = true;
-        break;
-      }
+    std::vector<std::uint64_t> todo;  // at most as many as the cap leaves
+    for (std::uint64_t s = lo; s < hi && (o.max_states == 0 || rep.states + todo.size() < o.max_states); ++s)
       if (!sampled_out(id, s)) todo.push_back(s);
-    }
     if (rs_.result_page == nullptr) {
       void* p = mmap(nullptr, kResultBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) return harness_failure("forked check: cannot map the result page");
@@ -448,7 +443,16 @@ class Explorer {
     cfg.extend_ops = rs_.key.extend_ops;
     const Opener open = image_opener(lv_.scratch->view(), rs_.size, o.durability);
     std::byte* shared = lv_.scratch->alias();
-    for (std::size_t next = 0; next < todo.size();) {
+    // States are counted as in-process runs count them: none after a stop
+    // (too many failures, also at depth 2), and the cap counts depth-2 states
+    // too; what a child checked past that is not counted.
+    auto capped = [&] {
+      if (rs_.stop) return true;
+      if (o.max_states == 0 || rep.states < o.max_states) return false;
+      rs_.stop = true;
+      return true;
+    };
+    for (std::size_t next = 0; next < todo.size() && !capped();) {
       res->done.store(0);
       res->failed.store(0);
       res->reason[0] = '\0';
@@ -477,8 +481,12 @@ class Explorer {
       int status = 0;
       while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
+      // A child that died may have left its crash image in the shared scratch.
+      if (WIFSIGNALED(status))
+        for (const Unit& u : units.units) copy_page(shared, base, static_cast<std::uint32_t>(u.offset / kPage));
       const std::size_t passed = res->done.load();
       for (std::size_t k = next; k < next + passed; ++k) {
+        if (capped()) return;
         ++rep.states;
         if (std::find(picks.begin(), picks.end(), todo[k]) != picks.end()) {
           en.choices(todo[k], choices_);
@@ -492,10 +500,9 @@ class Explorer {
         break;
       }
       // todo[next] failed or killed its process.
+      if (capped()) return;
       ++rep.states;
       if (WIFSIGNALED(status)) {
-        // Its crash image may still be in the shared scratch: take it out.
-        for (const Unit& u : units.units) copy_page(shared, base, static_cast<std::uint32_t>(u.offset / kPage));
         record_failure(en, id, todo[next],
                        std::string("recovery crashed the checking process: ") + strsignal(WTERMSIG(status)) +
                            (WTERMSIG(status) == SIGALRM ? " (timed out)" : ""));
@@ -505,8 +512,8 @@ class Explorer {
         record_failure(en, id, todo[next], "the checking process exited without a result");
       }
       ++next;
-      if (rs_.stop) break;
     }
+    capped();  // a run at its cap stops here, as an in-process one does at its next state
   }
 
   // Options::state_sample: a seeded choice per depth-1 state, so that a
