@@ -96,6 +96,16 @@ struct Options {
   // frequency exceeds the coldest C0 region's by this ratio (seed §3.3).
   double t_transform = 2.0;
   bool background_gc = true;  // restore: collect in a background thread
+  // create: keep the version committed before the last one intact as well
+  // (stored in the tree; restore follows the tree, not this option), so a
+  // caller can go back one version: what a job of many processes needs when
+  // some of them committed a version the others never reached
+  // (cairn/dist.hpp's agreement). Costs the blocks that version alone holds.
+  bool keep_previous = false;
+  // restore: the version to restore; 0 the last committed one. In a tree that
+  // keeps the previous version, that one may be asked for: it becomes the
+  // committed version again, durably, and the newer one is discarded.
+  std::uint64_t version = 0;
   // The pool's device ("" : $CAIRN_DEVICE, else the real one); an emulated
   // NVM profile ("emulated:pcm-2017") also charges each pool block a
   // traversal reads (DRAM blocks cost nothing extra).
@@ -116,7 +126,8 @@ struct Stats {
   std::uint64_t free_blocks = 0;          // blocks of chunks known free (the collector's list)
   std::uint64_t chunk_blocks = 0;         // blocks the chunks hold in all
   std::uint64_t committed_version = 0;
-  int depth = 0;  // finest leaf level
+  std::uint64_t previous_version = 0;  // the version kept before it (keep_previous), 0: none
+  int depth = 0;                       // finest leaf level
   std::uint64_t c0_regions = 0;
   std::uint64_t merges = 0;  // C0 regions merged into C1 for lack of DRAM
   // NVM writes since create/restore: cache lines stored into pool blocks by
@@ -139,6 +150,12 @@ struct PersistStats {
 struct LeafView {
   Octant octant;
   const std::byte* data;  // data_size bytes, valid until the tree changes
+};
+
+// The versions a persisted tree holds (Octree::versions).
+struct Versions {
+  std::uint64_t committed = 0;
+  std::uint64_t previous = 0;  // kept intact (Options::keep_previous), 0: none
 };
 
 enum class Connect { face, full };  // balance: across faces, or faces, edges and corners
@@ -168,6 +185,8 @@ class Octree {
   // pm_restore: the last persisted version of the tree in `path`. dims and
   // data_size must match the stored ones (Errc::layout_mismatch).
   static Result<std::unique_ptr<Octree>> restore(const std::string& path, const Options& options);
+  // The versions the tree in `path` can restore, without restoring it.
+  static Result<Versions> versions(const std::string& path, const Options& options);
   // pm_delete: removes the pool file (every octant of both versions).
   static Result<void> remove(const std::string& path);
   ~Octree();

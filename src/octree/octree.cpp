@@ -57,6 +57,9 @@ constexpr std::uint32_t kTreeLayout = 1;
 constexpr unsigned kHeaderSlot = 0, kRecordSlot = 1;
 constexpr std::uint64_t kNoParent = ~std::uint64_t{0};  // the root block's parent code
 constexpr std::size_t kHeaderBytes = 128, kRecordBytes = 128;
+// Header flag: the version before the committed one is kept intact
+// (Options::keep_previous). Pools without it have 0 there.
+constexpr std::uint64_t kKeepsPrevious = 1;
 
 struct TreeHeader {
   std::uint64_t magic;
@@ -67,7 +70,8 @@ struct TreeHeader {
   std::uint64_t chunk_bytes;
   std::uint64_t chunk_table;     // offset of the table
   std::uint64_t chunk_capacity;  // entries
-  std::uint64_t reserved[9];
+  std::uint64_t flags;           // kKeepsPrevious
+  std::uint64_t reserved[8];
   std::uint64_t checksum;
 };
 static_assert(sizeof(TreeHeader) == kHeaderBytes);
@@ -214,6 +218,11 @@ class Octree::Impl {
   // ---- versions
   Ref committed_root_ = 0, work_root_ = 0;
   std::uint64_t committed_gen_ = 0;
+  // keep_previous: the version committed before committed_gen_ (0: none),
+  // whose blocks the collector keeps.
+  bool keep_previous_ = false;
+  Ref previous_root_ = 0;
+  std::uint64_t previous_gen_ = 0;
   std::uint32_t work_gen_ = 1;
   bool gc_disabled_ = false;
   std::uint64_t gc_runs_ = 0, merges_ = 0;
@@ -671,6 +680,7 @@ class Octree::Impl {
     Marks m = fresh_marks(chunks_.size());
     if (committed_root_ != 0 && !internal_.gc_ignores_committed)
       mark(committed_root_, kNoParent, m, chunk_index_, work_gen_);
+    if (previous_root_ != 0) mark(previous_root_, kNoParent, m, chunk_index_, work_gen_);
     mark(work_root_, kNoParent, m, chunk_index_, work_gen_);
     free_.clear();
     for (std::size_t c = 0; c < chunks_.size(); ++c) {
@@ -690,11 +700,12 @@ class Octree::Impl {
     bg_done_ = false;
     bump_ = blocks_per_chunk_;  // no block of an old chunk is handed out until the sweep
     // The collector works on copies: the main thread adds chunks meanwhile.
-    bg_ = std::thread([this, root = committed_root_, chunks = chunks_, index = chunk_index_,
+    bg_ = std::thread([this, root = committed_root_, previous = previous_root_, chunks = chunks_, index = chunk_index_,
                        gen = static_cast<std::uint32_t>(committed_gen_)] {
       try {
         Marks m = fresh_marks(chunks.size());
         mark(root, kNoParent, m, index, gen);
+        if (previous != 0) mark(previous, kNoParent, m, index, gen);
         for (std::size_t c = 0; c < chunks.size(); ++c)
           for (std::uint64_t i = 0; i < blocks_per_chunk_; ++i)
             if (!(m.bits[c][i / 64] & (std::uint64_t{1} << (i % 64)))) bg_free_.push_back(chunks[c] + i * block_bytes_);
@@ -782,16 +793,73 @@ Result<std::unique_ptr<Octree::Impl>> format_impl(pool::Pool& pool, const Option
     h.chunk_bytes = chunk_bytes;
     h.chunk_table = t.meta_ + kHeaderBytes + 2 * kRecordBytes;
     h.chunk_capacity = capacity;
+    h.flags = o.keep_previous ? kKeepsPrevious : 0;
     h.checksum = header_checksum(h);
     pool.memcpy_persist(t.header_, &h, sizeof h);
     t.table_ = reinterpret_cast<std::uint64_t*>(t.base_ + h.chunk_table);
     t.blocks_per_chunk_ = chunk_bytes / t.block_bytes_;
+    t.keep_previous_ = o.keep_previous;
     if (auto r = pool.publish_root(kHeaderSlot, t.meta_, 0); !r.ok()) return r.error();
     // The root octant, in the working version only.
     t.work_root_ = t.alloc_block(nullptr);
     std::memset(t.blk(t.work_root_) + sizeof(BlockHeader), 0, t.block_bytes_ - sizeof(BlockHeader));
     return std::move(impl);
   });
+}
+
+// The tree header and the records of a persisted tree, checked.
+struct Records {
+  std::uint64_t meta = 0;  // header extent
+  const TreeHeader* header = nullptr;
+  const Record* committed = nullptr;
+  const Record* previous = nullptr;  // the kept version before it (keep_previous), or none
+  std::uint64_t previous_at = 0;     // the other record place
+};
+
+Result<Records> read_records(const pool::Pool& pool, const Options& o, std::size_t block_bytes) {
+  const std::string& path = pool.path();
+  const std::byte* base = pool.base();
+  Records r;
+  const pool::RootSlot hs = pool.root(kHeaderSlot);
+  if (hs.offset == 0 || hs.offset + kHeaderBytes > pool.size())
+    return make_error(Errc::foreign_file,
+                      path + " is a cairn pool but not a PM-octree (no tree header in root slot 0)");
+  r.meta = hs.offset;
+  r.header = reinterpret_cast<const TreeHeader*>(base + r.meta);
+  const TreeHeader& h = *r.header;
+  if (h.magic != kTreeMagic)
+    return make_error(Errc::foreign_file, path + " holds another structure, not a PM-octree (bad tree magic)");
+  if (h.checksum != header_checksum(h))
+    return make_error(Errc::corrupted, path + ": the tree header fails its checksum");
+  if (h.layout != kTreeLayout)
+    return make_error(Errc::wrong_version, path + ": tree layout " + std::to_string(h.layout) + ", this build reads " +
+                                               std::to_string(kTreeLayout));
+  if (h.dims != static_cast<std::uint32_t>(o.dims) || h.data_size != o.data_size)
+    return make_error(Errc::layout_mismatch, path + " holds a " + std::to_string(h.dims) + "D tree with " +
+                                                 std::to_string(h.data_size) + "-byte payloads; asked for " +
+                                                 std::to_string(o.dims) + "D with " + std::to_string(o.data_size));
+  if (h.block_bytes != block_bytes || h.chunk_table + h.chunk_capacity * 8 > pool.size() ||
+      h.chunk_bytes % block_bytes >= h.chunk_bytes)
+    return make_error(Errc::corrupted, path + ": the tree header's geometry is inconsistent");
+  const pool::RootSlot rs = pool.root(kRecordSlot);
+  if (rs.offset == 0)
+    return make_error(Errc::no_version, path + ": the tree was never persisted (pm_persistent); nothing to restore");
+  if (rs.offset != r.meta + kHeaderBytes + (rs.version % 2) * kRecordBytes)
+    return make_error(Errc::corrupted, path + ": the commit record is not where the header says");
+  r.committed = reinterpret_cast<const Record*>(base + rs.offset);
+  const Record& c = *r.committed;
+  if (c.magic != kRecordMagic || c.checksum != record_checksum(c) || c.generation != rs.version ||
+      c.chunk_count > h.chunk_capacity)
+    return make_error(Errc::corrupted,
+                      path + ": the commit record of version " + std::to_string(rs.version) + " fails its checks");
+  // The version before it, when the tree keeps it: the record in the other
+  // place, one generation older and intact.
+  r.previous_at = r.meta + kHeaderBytes + ((rs.version + 1) % 2) * kRecordBytes;
+  const Record& p = *reinterpret_cast<const Record*>(base + r.previous_at);
+  if ((h.flags & kKeepsPrevious) != 0 && p.magic == kRecordMagic && p.checksum == record_checksum(p) &&
+      p.generation + 1 == c.generation && p.chunk_count <= c.chunk_count)
+    r.previous = &p;
+  return r;
 }
 
 Result<std::unique_ptr<Octree::Impl>> attach_impl(pool::Pool& pool, const Options& o, const detail::Internal& in) {
@@ -805,39 +873,30 @@ Result<std::unique_ptr<Octree::Impl>> attach_impl(pool::Pool& pool, const Option
   t.pool_ = &pool;
   t.base_ = pool.base();
   t.charge_reads_ = pool.device().name().starts_with("emulated:");
-  const pool::RootSlot hs = t.pool_->root(kHeaderSlot);
-  if (hs.offset == 0 || hs.offset + kHeaderBytes > t.pool_->size())
-    return make_error(Errc::foreign_file,
-                      path + " is a cairn pool but not a PM-octree (no tree header in root slot 0)");
-  t.meta_ = hs.offset;
+  auto found = read_records(pool, o, t.block_bytes_);
+  if (!found.ok()) return found.error();
+  t.meta_ = found.value().meta;
   t.header_ = reinterpret_cast<TreeHeader*>(t.base_ + t.meta_);
   const TreeHeader& h = *t.header_;
-  if (h.magic != kTreeMagic)
-    return make_error(Errc::foreign_file, path + " holds another structure, not a PM-octree (bad tree magic)");
-  if (h.checksum != header_checksum(h))
-    return make_error(Errc::corrupted, path + ": the tree header fails its checksum");
-  if (h.layout != kTreeLayout)
-    return make_error(Errc::wrong_version, path + ": tree layout " + std::to_string(h.layout) + ", this build reads " +
-                                               std::to_string(kTreeLayout));
-  if (h.dims != static_cast<std::uint32_t>(o.dims) || h.data_size != o.data_size)
-    return make_error(Errc::layout_mismatch, path + " holds a " + std::to_string(h.dims) + "D tree with " +
-                                                 std::to_string(h.data_size) + "-byte payloads; asked for " +
-                                                 std::to_string(o.dims) + "D with " + std::to_string(o.data_size));
-  if (h.block_bytes != t.block_bytes_ || h.chunk_table + h.chunk_capacity * 8 > t.pool_->size() ||
-      h.chunk_bytes % t.block_bytes_ >= h.chunk_bytes)
-    return make_error(Errc::corrupted, path + ": the tree header's geometry is inconsistent");
   t.table_ = reinterpret_cast<std::uint64_t*>(t.base_ + h.chunk_table);
   t.blocks_per_chunk_ = h.chunk_bytes / t.block_bytes_;
-  const pool::RootSlot rs = t.pool_->root(kRecordSlot);
-  if (rs.offset == 0)
-    return make_error(Errc::no_version, path + ": the tree was never persisted (pm_persistent); nothing to restore");
-  if (rs.offset != t.meta_ + kHeaderBytes + (rs.version % 2) * kRecordBytes)
-    return make_error(Errc::corrupted, path + ": the commit record is not where the header says");
-  const Record& rec = *reinterpret_cast<const Record*>(t.base_ + rs.offset);
-  if (rec.magic != kRecordMagic || rec.checksum != record_checksum(rec) || rec.generation != rs.version ||
-      rec.chunk_count > h.chunk_capacity)
-    return make_error(Errc::corrupted,
-                      path + ": the commit record of version " + std::to_string(rs.version) + " fails its checks");
+  t.keep_previous_ = (h.flags & kKeepsPrevious) != 0;
+  const Record* committed = found.value().committed;
+  const Record* previous = found.value().previous;
+  if (o.version != 0 && o.version != committed->generation) {
+    if (previous == nullptr || o.version != previous->generation)
+      return make_error(Errc::no_version,
+                        path + " holds version " + std::to_string(committed->generation) +
+                            (previous != nullptr ? " and " + std::to_string(previous->generation) : std::string()) +
+                            ", not version " + std::to_string(o.version));
+    // Back to the previous version, durably: the selector names its record
+    // again and the newer one is abandoned (the next persist overwrites it).
+    if (auto r = t.pool_->publish_root(kRecordSlot, found.value().previous_at, previous->generation); !r.ok())
+      return r.error();
+    committed = previous;
+    previous = nullptr;
+  }
+  const Record& rec = *committed;
   // The arena: the header extent and every committed chunk (O(chunks)).
   auto rb = t.pool_->arena().rebuild();
   if (auto m = rb.mark(t.meta_, kHeaderBytes + 2 * kRecordBytes + h.chunk_capacity * 8); !m.ok()) return m.error();
@@ -853,9 +912,14 @@ Result<std::unique_ptr<Octree::Impl>> attach_impl(pool::Pool& pool, const Option
   t.committed_gen_ = rec.generation;
   t.work_gen_ = static_cast<std::uint32_t>(rec.generation + 1);
   t.committed_root_ = t.work_root_ = rec.root;
+  if (previous != nullptr) {
+    t.previous_root_ = previous->root;
+    t.previous_gen_ = previous->generation;
+  }
   t.depth_ = static_cast<int>(std::min<std::uint64_t>(rec.depth, kMaxLevel));
   auto ok = guard([&]() -> Result<void> {
     t.validate(rec.root, kNoParent);
+    if (t.previous_root_ != 0) t.validate(t.previous_root_, kNoParent);
     return {};
   });
   if (!ok.ok()) return ok.error();
@@ -905,6 +969,19 @@ Result<std::unique_ptr<Octree>> Octree::restore(const std::string& path, const O
   if (!impl.ok()) return impl.error();
   impl.value()->pool_owner_ = std::move(p.value());
   return std::unique_ptr<Octree>(new Octree(std::move(impl.value())));
+}
+
+Result<Versions> Octree::versions(const std::string& path, const Options& o) {
+  if (auto c = check_options(o); !c.ok()) return c.error();
+  auto p = pool::Pool::open(path, {});
+  if (!p.ok()) return p.error();
+  std::size_t stride;
+  auto found = read_records(*p.value(), o, block_bytes_for(o.dims, o.data_size, stride));
+  if (!found.ok()) return found.error();
+  Versions v;
+  v.committed = found.value().committed->generation;
+  if (found.value().previous != nullptr) v.previous = found.value().previous->generation;
+  return v;
 }
 
 Result<std::unique_ptr<Octree>> detail::Factory::format(pool::Pool& pool, const Options& o, const Internal& in) {
@@ -970,6 +1047,10 @@ Result<PersistStats> Octree::persist() {
     t.pool_->memcpy_persist(t.base_ + at, &rec, sizeof rec);
     if (auto r = t.pool_->publish_root(kRecordSlot, at, gen); !r.ok()) return r.error();
     if (t.internal_.publish_before_flush) flush_blocks();
+    if (t.keep_previous_) {
+      t.previous_root_ = t.committed_root_;
+      t.previous_gen_ = t.committed_gen_;
+    }
     t.committed_root_ = committed_root;
     t.work_root_ = t.work_next_root_;
     t.committed_gen_ = gen;
@@ -1481,6 +1562,7 @@ Result<Stats> Octree::stats() const {
     Stats st;
     st.block_bytes = t.block_bytes_;
     st.committed_version = t.committed_gen_;
+    st.previous_version = t.previous_gen_;
     st.merges = t.merges_;
     st.nvm_store_lines = t.nvm_store_lines_;
     st.gc_runs = t.gc_runs_;
@@ -1555,6 +1637,7 @@ Result<void> Octree::verify() const {
     t.install_background_gc();
     Impl::Marks m = t.fresh_marks(t.chunks_.size());
     if (t.committed_root_ != 0) t.mark(t.committed_root_, kNoParent, m, t.chunk_index_, t.work_gen_);
+    if (t.previous_root_ != 0) t.mark(t.previous_root_, kNoParent, m, t.chunk_index_, t.work_gen_);
     t.mark(t.work_root_, kNoParent, m, t.chunk_index_, t.work_gen_);
     std::uint64_t reachable = 0;
     for (const auto& bits : m.bits)

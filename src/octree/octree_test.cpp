@@ -360,6 +360,128 @@ TEST(Octree, RestoreCollectsTheLostVersionInTheBackground) {
   EXPECT_NE(work, committed);
 }
 
+// keep_previous: the version before the committed one survives collections
+// (in the foreground and after restore, in the background), and restoring it
+// makes it the committed version again, durably.
+TEST(Octree, KeptPreviousVersionSurvivesCollectionAndCanBeRestored) {
+  for (const std::uint64_t budget : {std::uint64_t{0}, std::uint64_t{16} << 20}) {
+    SCOPED_TRACE("dram_budget " + std::to_string(budget));
+    Options o = opts(3);
+    o.dram_budget = budget;
+    o.keep_previous = true;
+    const std::string path = pool_path("keep");
+    std::map<std::uint64_t, std::uint64_t> sums;  // version -> checksum
+    std::mt19937_64 rng(7);
+    // One generation of churn: refine some leaves, coarsen some families,
+    // change some payloads.
+    const auto churn = [&](Octree& t) {
+      const std::uint64_t salt = rng();
+      ASSERT_TRUE(t.refine(
+                       false,
+                       [&](const Octant& q, const std::byte*) { return q.level < 5 && (morton(q, 3) ^ salt) % 5 == 0; },
+                       init_code)
+                      .ok());
+      ASSERT_TRUE(t.coarsen(
+                       false,
+                       [&](const Octant& q, std::span<const LeafView>) { return (morton(q, 3) ^ salt) % 3 == 0; },
+                       nullptr)
+                      .ok());
+      ASSERT_TRUE(t.update_leaves([&](const Octant& q, std::byte* d) {
+                     if ((morton(q, 3) ^ salt) % 4 != 0) return false;
+                     d[3] = static_cast<std::byte>(salt);
+                     return true;
+                   }).ok());
+    };
+    {
+      auto tr = Octree::create(path, o);
+      ASSERT_TRUE(tr.ok());
+      Octree& t = *tr.value();
+      ASSERT_TRUE(t.uniform(3, init_code).ok());
+      for (int g = 1; g <= 6; ++g) {
+        churn(t);
+        ASSERT_TRUE(t.persist().ok());
+        sums[t.version()] = t.checksum().value();
+        ASSERT_TRUE(t.gc().ok());
+        EXPECT_EQ(t.stats().value().previous_version, t.version() - 1);
+        EXPECT_TRUE(t.verify().ok()) << t.verify().error().message;
+      }
+      churn(t);  // lost
+    }
+    auto v = Octree::versions(path, o);
+    ASSERT_TRUE(v.ok()) << v.error().message;
+    EXPECT_EQ(v.value().committed, 6u);
+    EXPECT_EQ(v.value().previous, 5u);
+    {
+      // The committed version; the collector runs in the background while
+      // the tree changes, then in the foreground: version 5 stays intact.
+      auto tr = Octree::restore(path, o);
+      ASSERT_TRUE(tr.ok());
+      EXPECT_EQ(tr.value()->checksum().value(), sums[6]);
+      churn(*tr.value());
+      ASSERT_TRUE(tr.value()->gc().ok());
+      churn(*tr.value());
+    }
+    {
+      Options back = o;
+      back.version = 5;
+      auto tr = Octree::restore(path, back);
+      ASSERT_TRUE(tr.ok()) << tr.error().message;
+      EXPECT_EQ(tr.value()->version(), 5u);
+      EXPECT_EQ(tr.value()->checksum().value(), sums[5]);
+      EXPECT_TRUE(tr.value()->verify().ok());
+    }
+    // Durable: version 6 is gone, 5 is the committed one, with nothing before it.
+    v = Octree::versions(path, o);
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(v.value().committed, 5u);
+    EXPECT_EQ(v.value().previous, 0u);
+    Options six = o;
+    six.version = 6;
+    EXPECT_EQ(Octree::restore(path, six).error().code, Errc::no_version);
+    {
+      // It goes on from 5: the next persist is a new version 6.
+      auto tr = Octree::restore(path, o);
+      ASSERT_TRUE(tr.ok());
+      EXPECT_EQ(tr.value()->checksum().value(), sums[5]);
+      churn(*tr.value());
+      ASSERT_TRUE(tr.value()->persist().ok());
+      EXPECT_EQ(tr.value()->version(), 6u);
+      sums[6] = tr.value()->checksum().value();
+      churn(*tr.value());
+      ASSERT_TRUE(tr.value()->persist().ok());
+      sums[7] = tr.value()->checksum().value();
+    }
+    for (const std::uint64_t want : {std::uint64_t{7}, std::uint64_t{6}}) {
+      Options at = o;
+      at.version = want;
+      auto tr = Octree::restore(path, at);
+      ASSERT_TRUE(tr.ok()) << tr.error().message;
+      EXPECT_EQ(tr.value()->checksum().value(), sums[want]);
+    }
+    ASSERT_TRUE(Octree::remove(path).ok());
+  }
+  // A tree that does not keep it offers only its committed version.
+  const std::string path = pool_path("nokeep");
+  {
+    auto tr = Octree::create(path, opts(3));
+    ASSERT_TRUE(tr.ok());
+    ASSERT_TRUE(tr.value()->uniform(2, init_code).ok());
+    ASSERT_TRUE(tr.value()->persist().ok());
+    ASSERT_TRUE(tr.value()->uniform(3, init_code).ok());
+    ASSERT_TRUE(tr.value()->persist().ok());
+  }
+  auto v = Octree::versions(path, opts(3));
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v.value().committed, 2u);
+  EXPECT_EQ(v.value().previous, 0u);
+  Options one = opts(3);
+  one.version = 1;
+  auto r = Octree::restore(path, one);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::no_version);
+  EXPECT_NE(r.error().message.find("not version 1"), std::string::npos) << r.error().message;
+}
+
 TEST(Octree, SmallDramBudgetMergesRegionsAndComputesTheSameTree) {
   std::uint64_t sums[2];
   for (int i = 0; i < 2; ++i) {
