@@ -1,0 +1,803 @@
+// main.cpp — `amr-mpi`: the amr app's adaptive interface (apps/amr) on a
+// PM-octree partitioned across MPI ranks by Morton ranges, every rank's part
+// persisted with pm_persistent and made one global version by agreement. It
+// ends with the same checksum as `amr` on one process with the same
+// switches, resumes after a kill at the version every rank holds, and
+// resumes on another number of ranks (--from-ranks).
+//
+// Sample runs:
+//   mpirun -n 4 amr-mpi --size 5 --period 0.5 --dir /dev/shm/a
+//   amr --size 5 --period 0.5                                    (the same checksum)
+//   mpirun -n 4 amr-mpi --size 5 --period 0.5 --dir /dev/shm/a --crash-at 20     (rank 0 SIGKILLed)
+//   mpirun -n 4 amr-mpi --size 5 --period 0.5 --dir /dev/shm/a --resume          (continues at 20)
+//   mpirun -n 3 amr-mpi --size 5 --period 0.5 --dir /dev/shm/a --resume --from-ranks 4
+//   cairn launch -n 4 -- amr-mpi --size 5 --period 0.5 --dir /dev/shm/a --crash-at 20
+//
+// Partition. The octants of level --level-min are the units (64 in 3D at
+// level 2); rank r owns a contiguous Morton range of units, chosen so that
+// each range holds about the same number of leaves, and every leaf inside
+// them. Coarsening never goes above --level-min, so a family never spans two
+// ranks and refinement and coarsening are local. The partition is written
+// once per job (<name>.n<P>.partition) and read back on restart.
+//
+// Each rank's tree holds its own leaves, a ghost layer (the other ranks'
+// leaves that share a face with one of its own, at their true level, with
+// their fraction) and coarse stubs covering the rest of the domain. With the
+// ghost layer complete, the tree's face traversal reports, for every leaf
+// this rank owns, the same faces in the same order as the whole tree on one
+// process does, so each leaf's fluxes are summed in the same order and the
+// fractions agree bit for bit. 2:1 balance is distributed: refresh the
+// ghosts, refine own leaves that have a face neighbour more than one level
+// finer, until no rank changes; the smallest balanced refinement is unique,
+// so this is the tree one process builds.
+//
+// Versions (cairn/dist.hpp's agreement, on the octree). Every rank persists
+// the same steps; the octree keeps the version before its committed one
+// (Options::keep_previous), so when a rank died before committing version
+// V while others committed it, every rank can still give V-1. A commit is
+// pm_persistent, then an all-reduce; restart takes G = the smallest
+// committed version over the ranks and restores G everywhere (a rank that
+// holds G+1 goes back to G durably).
+#include <fcntl.h>
+#include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "apps/amr/amr.hpp"
+#include "cairn/dist.hpp"
+#include "cairn/octree.hpp"
+#include "util/hash.hpp"
+
+namespace {
+
+namespace amr = cairn::apps::amr;
+namespace fs = std::filesystem;
+using cairn::Errc;
+using cairn::Result;
+using cairn::octree::Octant;
+using cairn::octree::Octree;
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  int size = 4, level_min = 2;
+  double period = 3.0, cfl = 0.3;
+  std::uint64_t persist_every = 1, step_limit = 0;
+  std::string dir, name = "amr-mpi";
+  std::int64_t crash_at = -1, crash_in_commit = -1;
+  int crash_rank = 0;
+  bool resume = false, quiet = false;
+  int from_ranks = 0;
+  std::uint64_t pool_size = 256ull << 20;
+};
+
+int fail(int rank, const std::string& what) {
+  std::fprintf(stderr, "amr-mpi rank %d: %s\n", rank, what.c_str());
+  std::fflush(stderr);
+  return 2;
+}
+
+double read_c(const std::byte* d) {
+  double c;
+  std::memcpy(&c, d, sizeof c);
+  return c;
+}
+void write_c(std::byte* d, double c) { std::memcpy(d, &c, sizeof c); }
+std::uint64_t key(const Octant& o) { return cairn::octree::morton(o, 3); }
+
+// ------------------------------------------------------------ partition
+
+// The unit (octant of `level`) an octant of that level or finer lies in, as
+// its index in Morton order.
+std::uint64_t unit_of(const Octant& o, int level) {
+  return key(o) >> (5 + 3 * (cairn::octree::kMaxLevel - level));
+}
+
+struct Partition {
+  int level = 2;
+  std::vector<std::uint64_t> first;  // ranks + 1: each rank's first unit, then the unit count
+  int ranks() const { return static_cast<int>(first.size()) - 1; }
+  int owner(std::uint64_t unit) const {
+    return static_cast<int>(std::upper_bound(first.begin(), first.end(), unit) - first.begin()) - 1;
+  }
+  // Contiguous ranges of about equal weight, at least one unit each: rank r
+  // starts at the first unit whose preceding weight reaches r/P of the total.
+  static Partition split(int level, const std::vector<std::uint64_t>& weight, int ranks) {
+    Partition p;
+    p.level = level;
+    const std::uint64_t units = weight.size(), n = static_cast<std::uint64_t>(ranks);
+    std::vector<std::uint64_t> before(units + 1, 0);  // weight of the units before each
+    for (std::uint64_t u = 0; u < units; ++u) before[u + 1] = before[u] + weight[u];
+    p.first.assign(n + 1, units);
+    p.first[0] = 0;
+    for (std::uint64_t r = 1; r < n; ++r) {
+      const std::uint64_t target = before[units] * r / n;
+      const auto u = static_cast<std::uint64_t>(std::lower_bound(before.begin(), before.end(), target) - before.begin());
+      p.first[r] = std::clamp<std::uint64_t>(u, p.first[r - 1] + 1, units - (n - r));
+    }
+    return p;
+  }
+};
+
+std::string job_file(const Args& a, int ranks, const std::string& what) {
+  return a.dir + "/" + a.name + ".n" + std::to_string(ranks) + what;
+}
+std::string pool_path(const Args& a, int rank, int ranks) {
+  return job_file(a, ranks, ".r" + std::to_string(rank) + ".pool");
+}
+
+// "AMRPART1", level, ranks, first[ranks + 1], hash of all that: written once,
+// durably (write, fsync, rename, fsync the directory), before any rank persists.
+constexpr std::uint64_t kPartMagic = 0x3154524150524D41ull;
+
+Result<void> write_partition(const std::string& path, const Partition& p) {
+  std::vector<std::uint64_t> w{kPartMagic, static_cast<std::uint64_t>(p.level),
+                               static_cast<std::uint64_t>(p.ranks())};
+  w.insert(w.end(), p.first.begin(), p.first.end());
+  w.push_back(cairn::util::hash_bytes(w.data(), w.size() * 8, 0));
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return cairn::make_error(Errc::io_error, "cannot create " + tmp + ": " + std::strerror(errno));
+  const auto bytes = static_cast<ssize_t>(w.size() * 8);
+  const bool ok = ::write(fd, w.data(), static_cast<std::size_t>(bytes)) == bytes && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0)
+    return cairn::make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
+  if (const int dfd = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return {};
+}
+
+Result<Partition> read_partition(const std::string& path, int ranks, int level) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    return cairn::make_error(Errc::not_found, path + ": no partition of a job of " + std::to_string(ranks) +
+                                                  " ranks here (start without --resume, or give --from-ranks)");
+  std::vector<char> b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::uint64_t> w(b.size() / 8);
+  std::memcpy(w.data(), b.data(), w.size() * 8);
+  if (w.size() < 4 || w[0] != kPartMagic) return cairn::make_error(Errc::foreign_file, path + " is not a partition");
+  if (b.size() % 8 != 0 || w.size() != 3 + w[2] + 2 || w.back() != cairn::util::hash_bytes(w.data(), b.size() - 8, 0))
+    return cairn::make_error(Errc::corrupted, path + " is truncated or damaged");
+  if (static_cast<int>(w[2]) != ranks || static_cast<int>(w[1]) != level)
+    return cairn::make_error(Errc::layout_mismatch, path + ": a partition of " + std::to_string(w[2]) +
+                                                        " ranks at level " + std::to_string(w[1]) + ", not " +
+                                                        std::to_string(ranks) + " at --level-min " +
+                                                        std::to_string(level));
+  Partition p;
+  p.level = level;
+  p.first.assign(w.begin() + 3, w.end() - 1);
+  return p;
+}
+
+// ------------------------------------------------------ the rank's part
+
+struct Ghost {
+  std::uint32_t level, x, y, z;
+  double c;
+  Octant octant() const { return {static_cast<int>(level), x, y, z}; }
+};
+
+class Part {
+ public:
+  Part(const Args& a, Partition p, int rank, int ranks) : a_(a), part_(std::move(p)), rank_(rank), ranks_(ranks) {}
+  const Partition& partition() const { return part_; }
+  bool owns(const Octant& o) const {
+    return o.level >= part_.level && part_.owner(unit_of(o, part_.level)) == rank_;
+  }
+  Octree& tree() { return *tree_; }
+  void set_tree(std::unique_ptr<Octree> t) { tree_ = std::move(t); }
+  std::uint64_t ghosts() const { return ghosts_.size(); }
+
+  // The ghost layer from the other ranks' leaves as they are now: the tree's
+  // foreign parts are coarsened to stubs where no ghost lies and refined down
+  // to every ghost, whose fraction is set. Collective.
+  Result<void> refresh_ghosts() {
+    std::vector<std::vector<Ghost>> out(static_cast<std::size_t>(ranks_));
+    auto v = tree_->visit_leaves([&](const Octant& o, const std::byte* d) {
+      if (!owns(o)) return;
+      int sent[6], n = 0;
+      for (int axis = 0; axis < 3; ++axis)
+        for (int side = 0; side < 2; ++side) {
+          std::uint32_t p[3] = {o.x, o.y, o.z};
+          if (side == 0 ? p[axis] == 0 : p[axis] + o.length() >= cairn::octree::kRootLength) continue;
+          p[axis] = side == 0 ? p[axis] - o.length() : p[axis] + o.length();
+          const int r = part_.owner(unit_of(Octant{o.level, p[0], p[1], p[2]}, part_.level));
+          if (r == rank_ || std::find(sent, sent + n, r) != sent + n) continue;
+          sent[n++] = r;
+          out[static_cast<std::size_t>(r)].push_back(
+              Ghost{static_cast<std::uint32_t>(o.level), o.x, o.y, o.z, read_c(d)});
+        }
+    });
+    if (!v.ok()) return v.error();
+    std::vector<int> send_n(static_cast<std::size_t>(ranks_)), recv_n(send_n.size()), sd(send_n.size()),
+        rd(send_n.size());
+    std::vector<Ghost> send;
+    for (int r = 0; r < ranks_; ++r) {
+      sd[r] = static_cast<int>(send.size() * sizeof(Ghost));
+      send_n[r] = static_cast<int>(out[r].size() * sizeof(Ghost));
+      send.insert(send.end(), out[r].begin(), out[r].end());
+    }
+    MPI_Alltoall(send_n.data(), 1, MPI_INT, recv_n.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    int total = 0;
+    for (int r = 0; r < ranks_; ++r) {
+      rd[r] = total;
+      total += recv_n[r];
+    }
+    std::vector<Ghost> recv(static_cast<std::size_t>(total) / sizeof(Ghost));
+    MPI_Alltoallv(send.data(), send_n.data(), sd.data(), MPI_BYTE, recv.data(), recv_n.data(), rd.data(), MPI_BYTE,
+                  MPI_COMM_WORLD);
+    ghosts_.clear();
+    std::unordered_set<std::uint64_t> above;  // strict ancestors of a ghost
+    for (const Ghost& g : recv) {
+      const Octant o = g.octant();
+      ghosts_[key(o)] = g.c;
+      for (Octant q = o; q.level > 0;) {
+        q = cairn::octree::parent_of(q);
+        if (!above.insert(key(q)).second) break;
+      }
+    }
+    const auto zero = [](const Octant&, std::byte* d, const std::byte*) { write_c(d, 0.0); };
+    auto r = tree_->coarsen(
+        true,
+        [&](const Octant& p, std::span<const cairn::octree::LeafView>) {
+          return p.level >= part_.level && !owns(p) && above.count(key(p)) == 0;
+        },
+        [](const Octant&, std::byte* d, std::span<const cairn::octree::LeafView>) { write_c(d, 0.0); });
+    if (!r.ok()) return r;
+    r = tree_->refine(
+        true, [&](const Octant& o, const std::byte*) { return !owns(o) && above.count(key(o)) != 0; }, zero);
+    if (!r.ok()) return r;
+    std::uint64_t placed = 0;
+    r = tree_->update_leaves([&](const Octant& o, std::byte* d) {
+      const auto it = ghosts_.find(key(o));
+      if (it == ghosts_.end()) return false;
+      ++placed;
+      if (std::memcmp(d, &it->second, sizeof(double)) == 0) return false;  // unchanged: its block stays shared
+      write_c(d, it->second);
+      return true;
+    });
+    if (!r.ok()) return r;
+    if (placed != ghosts_.size())
+      return cairn::make_error(Errc::corrupted, "a ghost leaf lies inside one of this rank's own leaves");
+    return {};
+  }
+
+  // One transport step on the leaves this rank owns (amr.cpp's transport,
+  // faces with no own leaf skipped).
+  Result<void> transport(double t, double dt) {
+    std::vector<Octant> octant;
+    std::vector<double> c;
+    std::unordered_map<std::uint64_t, std::uint32_t> index;
+    auto v = tree_->visit_leaves([&](const Octant& o, const std::byte* d) {
+      index.emplace(key(o), static_cast<std::uint32_t>(octant.size()));
+      octant.push_back(o);
+      c.push_back(read_c(d));
+    });
+    if (!v.ok()) return v.error();
+    std::vector<double> dv(c.size(), 0.0);
+    std::string missing;
+    auto f = tree_->visit_faces([&](const cairn::octree::LeafView& a, int axis, bool upper,
+                                    const cairn::octree::LeafView* b) {
+      if (b == nullptr) return;
+      const bool oa = owns(a.octant), ob = owns(b->octant);
+      if (!oa && !ob) return;
+      const Octant& other = oa ? b->octant : a.octant;
+      if (!(oa && ob) && ghosts_.count(key(other)) == 0) {
+        missing = "a leaf of this rank borders a foreign leaf that is not a ghost";
+        return;
+      }
+      const std::uint32_t ia = index.at(key(a.octant)), ib = index.at(key(b->octant));
+      const double flux = amr::model::face_flux(a.octant, axis, upper, c[ia], c[ib], t, dt, a_.period);
+      dv[ia] -= flux;
+      dv[ib] += flux;
+    });
+    if (!f.ok()) return f.error();
+    if (!missing.empty()) return cairn::make_error(Errc::corrupted, missing);
+    std::size_t i = 0;
+    return tree_->update_leaves([&](const Octant& o, std::byte* d) {
+      const std::size_t k = i++;
+      if (!owns(o) || dv[k] == 0.0) return false;
+      write_c(d, c[k] + dv[k] / amr::model::volume(o));
+      return true;
+    });
+  }
+
+  // Refinement and coarsening of own leaves (amr.cpp's adapt without its balance).
+  Result<void> adapt() {
+    auto r = tree_->refine(
+        false,
+        [&](const Octant& o, const std::byte* d) {
+          return owns(o) && amr::model::refine_wanted(o, read_c(d), a_.size);
+        },
+        copy_parent, a_.size);
+    if (!r.ok()) return r;
+    return tree_->coarsen(
+        false,
+        [&](const Octant& p, std::span<const cairn::octree::LeafView> fam) {
+          if (!owns(p)) return false;
+          double c[8];
+          for (std::size_t k = 0; k < fam.size(); ++k) c[k] = read_c(fam[k].data);
+          return amr::model::coarsen_wanted(p, c, static_cast<int>(fam.size()), a_.level_min);
+        },
+        [](const Octant&, std::byte* d, std::span<const cairn::octree::LeafView> fam) {
+          double s = 0;
+          for (const auto& k : fam) s += read_c(k.data);
+          write_c(d, s / static_cast<double>(fam.size()));
+        });
+  }
+
+  // 2:1 face balance across the ranks; leaves the ghost layer current.
+  // Collective. Returns the rounds it took.
+  Result<int> balance(const Octree::InitFn& init) {
+    for (int round = 1;; ++round) {
+      if (auto r = refresh_ghosts(); !r.ok()) return r.error();
+      int changed = 0;
+      for (;;) {
+        std::vector<Octant> own;
+        auto v = tree_->visit_leaves([&](const Octant& o, const std::byte*) {
+          if (owns(o)) own.push_back(o);
+        });
+        if (!v.ok()) return v.error();
+        std::unordered_set<std::uint64_t> split;
+        for (const Octant& o : own)
+          for (int axis = 0; axis < 3 && split.count(key(o)) == 0; ++axis)
+            for (int side = -1; side <= 1; side += 2) {
+              int dir[3] = {0, 0, 0};
+              dir[axis] = side;
+              auto n = tree_->neighbours(o, dir);
+              if (!n.ok()) return n.error();
+              for (const auto& l : n.value())
+                if (l.octant.level > o.level + 1) split.insert(key(o));
+            }
+        if (split.empty()) break;
+        auto r = tree_->refine(
+            false, [&](const Octant& o, const std::byte*) { return split.count(key(o)) != 0; }, init);
+        if (!r.ok()) return r.error();
+        changed = 1;
+      }
+      int any = 0;
+      MPI_Allreduce(&changed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      if (any == 0) return round;
+    }
+  }
+
+  static void copy_parent(const Octant&, std::byte* d, const std::byte* parent) {
+    write_c(d, parent != nullptr ? read_c(parent) : 0.0);
+  }
+
+ private:
+  const Args& a_;
+  Partition part_;
+  int rank_, ranks_;
+  std::unique_ptr<Octree> tree_;
+  std::unordered_map<std::uint64_t, double> ghosts_;  // by key: the fraction its owner sent
+};
+
+cairn::octree::Options tree_options(const Args& a) {
+  cairn::octree::Options o;
+  o.dims = 3;
+  o.data_size = sizeof(double);
+  o.pool_size = a.pool_size;
+  o.keep_previous = true;  // the agreement's V-1 (see the top of this file)
+  o.background_gc = false;
+  return o;
+}
+
+std::uint64_t load_step(const Octree& t) {
+  std::uint64_t s;
+  std::memcpy(&s, t.root_data(), sizeof s);
+  return s;
+}
+Result<void> store_step(Octree& t, std::uint64_t step) {
+  return t.update_root([&](const Octant&, std::byte* d) {
+    std::memcpy(d, &step, sizeof step);
+    return true;
+  });
+}
+
+Result<std::unique_ptr<Octree>> fresh_tree(const std::string& path, const Args& a) {
+  std::error_code ec;
+  fs::remove(path, ec);
+  return Octree::create(path, tree_options(a));
+}
+
+bool all_ok(bool ok) { return cairn::dist::all_ok(MPI_COMM_WORLD, ok); }
+
+// Collective commit: every rank's pm_persistent, then the agreement.
+Result<std::uint64_t> commit(Part& p, const Args& a, int rank, std::uint64_t step, double& seconds,
+                             std::uint64_t& blocks) {
+  if (a.crash_in_commit >= 0 && static_cast<std::uint64_t>(a.crash_in_commit) == step && rank == a.crash_rank &&
+      !a.resume) {
+    // Dies before its own commit while the others make theirs: on restart,
+    // they hold a version this rank never reached and must go back one.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    raise(SIGKILL);
+  }
+  const auto t0 = Clock::now();
+  auto ps = p.tree().persist();
+  if (!all_ok(ps.ok()))
+    return ps.ok() ? cairn::make_error(Errc::io_error, "another rank's persist failed") : ps.error();
+  seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+  blocks += ps.value().blocks_written;
+  return ps.value().version;
+}
+
+// Restart on the job's own ranks: the version every rank holds.
+Result<std::uint64_t> restore(Part& p, const Args& a, int rank, int ranks) {
+  const std::string path = pool_path(a, rank, ranks);
+  auto v = Octree::versions(path, tree_options(a));
+  if (!all_ok(v.ok())) {
+    if (!v.ok()) return cairn::make_error(v.error().code, "rank " + std::to_string(rank) + ": " + v.error().message);
+    return cairn::make_error(Errc::not_found, "another rank cannot restore (its message names it)");
+  }
+  std::uint64_t g = 0;
+  MPI_Allreduce(&v.value().committed, &g, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  const bool holds = v.value().committed == g || v.value().previous == g;
+  if (!all_ok(holds))
+    return cairn::make_error(Errc::no_version, "rank " + std::to_string(rank) + " holds versions " +
+                                                   std::to_string(v.value().committed) + "/" +
+                                                   std::to_string(v.value().previous) + ", not the global " +
+                                                   std::to_string(g) + " (or another rank does not)");
+  auto o = tree_options(a);
+  o.version = g;
+  auto t = Octree::restore(path, o);
+  if (!all_ok(t.ok())) return t.ok() ? cairn::make_error(Errc::corrupted, "another rank failed to restore") : t.error();
+  if (v.value().committed != g)
+    std::printf("amr-mpi rank %d: back from version %" PRIu64 " to the global version %" PRIu64 "\n", rank,
+                v.value().committed, g);
+  p.set_tree(std::move(t.value()));
+  return g;
+}
+
+// Restart on another number of ranks: the old job's ranks are read (new
+// rank i reads old ranks i, i+P, ...) at the version all of them hold, their
+// leaves go to their new owners (a new partition by their counts), and the
+// new trees are committed before the old job's files are removed.
+Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, int rank, int ranks) {
+  auto old = read_partition(job_file(a, a.from_ranks, ".partition"), a.from_ranks, a.level_min);
+  if (!all_ok(old.ok())) return old.ok() ? cairn::make_error(Errc::not_found, "the old partition is unreadable") : old.error();
+  std::vector<cairn::octree::Versions> held;
+  bool ok = true;
+  std::string error;
+  for (int j = rank; j < a.from_ranks; j += ranks) {
+    auto v = Octree::versions(pool_path(a, j, a.from_ranks), tree_options(a));
+    if (!v.ok()) {
+      ok = false;
+      error = "old rank " + std::to_string(j) + ": " + v.error().message;
+      break;
+    }
+    held.push_back(v.value());
+  }
+  if (!all_ok(ok)) return cairn::make_error(Errc::not_found, error.empty() ? "another rank cannot read the old job" : error);
+  std::uint64_t mine = ~0ull, g = 0;
+  for (const auto& h : held) mine = std::min(mine, h.committed);
+  MPI_Allreduce(&mine, &g, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  for (const auto& h : held) ok = ok && (h.committed == g || h.previous == g);
+  if (!all_ok(ok)) return cairn::make_error(Errc::no_version, "the old job's ranks hold no version all of them have");
+  // Their own leaves, and the counts per unit for the new partition.
+  const std::uint64_t units = std::uint64_t{1} << (3 * a.level_min);
+  std::vector<std::uint64_t> count(units, 0);
+  std::vector<Ghost> leaves;
+  std::uint64_t step_min = ~0ull, step_max = 0;
+  for (int j = rank; j < a.from_ranks; j += ranks) {
+    auto o = tree_options(a);
+    o.version = g;
+    auto t = Octree::restore(pool_path(a, j, a.from_ranks), o);
+    if (!t.ok()) {
+      ok = false;
+      error = "old rank " + std::to_string(j) + ": " + t.error().message;
+      break;
+    }
+    step_min = std::min(step_min, load_step(*t.value()));
+    step_max = std::max(step_max, load_step(*t.value()));
+    Part reader(a, old.value(), j, a.from_ranks);
+    auto v = t.value()->visit_leaves([&](const Octant& q, const std::byte* d) {
+      if (!reader.owns(q)) return;
+      ++count[unit_of(q, a.level_min)];
+      leaves.push_back(Ghost{static_cast<std::uint32_t>(q.level), q.x, q.y, q.z, read_c(d)});
+    });
+    if (!v.ok()) {
+      ok = false;
+      error = v.error().message;
+      break;
+    }
+  }
+  if (!all_ok(ok)) return cairn::make_error(Errc::corrupted, error.empty() ? "another rank cannot read the old job" : error);
+  MPI_Allreduce(MPI_IN_PLACE, count.data(), static_cast<int>(units), MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &step_min, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &step_max, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  if (step_min != step_max)
+    return cairn::make_error(Errc::corrupted, "the old job's ranks hold different steps at version " + std::to_string(g));
+  const Partition fresh = Partition::split(a.level_min, count, ranks);
+  // Each leaf to its new owner.
+  std::vector<std::vector<Ghost>> out(static_cast<std::size_t>(ranks));
+  for (const Ghost& l : leaves) out[static_cast<std::size_t>(fresh.owner(unit_of(l.octant(), a.level_min)))].push_back(l);
+  std::vector<int> sn(static_cast<std::size_t>(ranks)), rn(sn.size()), sd(sn.size()), rd(sn.size());
+  std::vector<Ghost> send;
+  for (int r = 0; r < ranks; ++r) {
+    sd[r] = static_cast<int>(send.size() * sizeof(Ghost));
+    sn[r] = static_cast<int>(out[r].size() * sizeof(Ghost));
+    send.insert(send.end(), out[r].begin(), out[r].end());
+  }
+  MPI_Alltoall(sn.data(), 1, MPI_INT, rn.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  int total = 0;
+  for (int r = 0; r < ranks; ++r) {
+    rd[r] = total;
+    total += rn[r];
+  }
+  std::vector<Ghost> mine_leaves(static_cast<std::size_t>(total) / sizeof(Ghost));
+  MPI_Alltoallv(send.data(), sn.data(), sd.data(), MPI_BYTE, mine_leaves.data(), rn.data(), rd.data(), MPI_BYTE,
+                MPI_COMM_WORLD);
+  // The new partition is durable before any new tree is.
+  const std::string part_path = job_file(a, ranks, ".partition");
+  if (rank == 0) ok = write_partition(part_path, fresh).ok();
+  if (!all_ok(ok)) return cairn::make_error(Errc::io_error, "cannot write " + part_path);
+  part = std::make_unique<Part>(a, fresh, rank, ranks);
+  auto t = fresh_tree(pool_path(a, rank, ranks), a);
+  if (!all_ok(t.ok())) return t.ok() ? cairn::make_error(Errc::io_error, "another rank cannot create its pool") : t.error();
+  part->set_tree(std::move(t.value()));
+  Octree& tree = part->tree();
+  std::unordered_map<std::uint64_t, double> c;
+  std::unordered_set<std::uint64_t> above;
+  for (const Ghost& l : mine_leaves) {
+    c[key(l.octant())] = l.c;
+    for (Octant q = l.octant(); q.level > 0;) {
+      q = cairn::octree::parent_of(q);
+      if (!above.insert(key(q)).second) break;
+    }
+  }
+  auto r = tree.uniform(a.level_min, nullptr);
+  if (r.ok())
+    r = tree.refine(
+        true, [&](const Octant& q, const std::byte*) { return part->owns(q) && above.count(key(q)) != 0; }, nullptr);
+  std::uint64_t placed = 0;
+  bool tiles = true;
+  if (r.ok())
+    r = tree.update_leaves([&](const Octant& q, std::byte* d) {
+      if (!part->owns(q)) return false;
+      const auto it = c.find(key(q));
+      if (it == c.end()) {
+        tiles = false;
+        return false;
+      }
+      ++placed;
+      write_c(d, it->second);
+      return true;
+    });
+  if (r.ok() && (!tiles || placed != c.size()))
+    r = cairn::make_error(Errc::corrupted, "the old job's leaves do not tile this rank's units");
+  if (r.ok()) r = part->refresh_ghosts();
+  if (r.ok()) r = store_step(tree, step_min);
+  if (!all_ok(r.ok())) return r.ok() ? cairn::make_error(Errc::corrupted, "another rank failed to rebuild") : r.error();
+  double s = 0;
+  std::uint64_t b = 0;
+  auto v = commit(*part, a, rank, ~0ull, s, b);
+  if (!v.ok()) return v.error();
+  // Global in the new layout: the old job's files can go (its partition
+  // first, so a restart never reads a half-removed old job).
+  if (rank == 0) fs::remove(job_file(a, a.from_ranks, ".partition"));
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int j = rank; j < a.from_ranks; j += ranks) fs::remove(pool_path(a, j, a.from_ranks));
+  if (rank == 0)
+    std::printf("amr-mpi: repartitioned step %" PRIu64 " (version %" PRIu64 ") from %d ranks to %d\n", step_min, g,
+                a.from_ranks, ranks);
+  return v.value();
+}
+
+// The initial sphere: units split by the leaves the initial refinement gives
+// them (without balance: an estimate), then the mesh amr.cpp builds.
+Result<void> initial(std::unique_ptr<Part>& part, const Args& a, int rank, int ranks) {
+  const std::uint64_t units = std::uint64_t{1} << (3 * a.level_min);
+  std::vector<std::uint64_t> count(units, 0);
+  std::function<std::uint64_t(const Octant&)> leaves = [&](const Octant& o) -> std::uint64_t {
+    if (o.level >= a.level_min && (o.level == a.size || !amr::model::touches_surface(o))) return 1;
+    std::uint64_t n = 0;
+    for (int k = 0; k < 8; ++k) n += leaves(cairn::octree::child_of(o, k));
+    return n;
+  };
+  // Each rank counts a share of the units; the sum is the same everywhere.
+  for (std::uint64_t u = static_cast<std::uint64_t>(rank); u < units; u += static_cast<std::uint64_t>(ranks)) {
+    Octant o{a.level_min, 0, 0, 0};
+    const std::uint32_t len = o.length();
+    for (int b = 0; b < a.level_min; ++b) {
+      const std::uint64_t c = (u >> (3 * b)) & 7;
+      o.x += (c & 1) ? len << b : 0;
+      o.y += (c & 2) ? len << b : 0;
+      o.z += (c & 4) ? len << b : 0;
+    }
+    count[u] = leaves(o);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, count.data(), static_cast<int>(units), MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  const Partition p = Partition::split(a.level_min, count, ranks);
+  bool ok = true;
+  const std::string part_path = job_file(a, ranks, ".partition");
+  if (rank == 0) ok = write_partition(part_path, p).ok();
+  if (!all_ok(ok)) return cairn::make_error(Errc::io_error, "cannot write " + part_path);
+  part = std::make_unique<Part>(a, p, rank, ranks);
+  auto t = fresh_tree(pool_path(a, rank, ranks), a);
+  if (!all_ok(t.ok())) return t.ok() ? cairn::make_error(Errc::io_error, "another rank cannot create its pool") : t.error();
+  part->set_tree(std::move(t.value()));
+  Octree& tree = part->tree();
+  auto r = tree.uniform(a.level_min, nullptr);
+  if (r.ok())
+    r = tree.refine(
+        true, [&](const Octant& q, const std::byte*) { return part->owns(q) && amr::model::touches_surface(q); },
+        nullptr, a.size);
+  if (!all_ok(r.ok())) return r.ok() ? cairn::make_error(Errc::corrupted, "another rank failed") : r;
+  auto b = part->balance(nullptr);
+  if (!b.ok()) return b.error();
+  r = tree.update_leaves([&](const Octant& q, std::byte* d) {
+    if (!part->owns(q)) return false;
+    write_c(d, amr::sphere_fraction(q));
+    return true;
+  });
+  if (r.ok()) r = part->refresh_ghosts();  // the ghosts' fractions
+  if (r.ok()) r = store_step(tree, 0);
+  return r;
+}
+
+int run(const Args& a) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (a.level_min < 1 || a.level_min > a.size || a.size > 12)
+    return fail(rank, "levels must satisfy 1 <= --level-min <= --size <= 12");
+  if ((std::uint64_t{1} << (3 * a.level_min)) < static_cast<std::uint64_t>(ranks))
+    return fail(rank, "more ranks than octants at --level-min " + std::to_string(a.level_min));
+  if (!(a.period > 0) || !(a.cfl > 0 && a.cfl <= 0.5) || a.persist_every == 0)
+    return fail(rank, "period > 0, 0 < cfl <= 0.5 and persist-every >= 1 are required");
+  std::error_code ec;
+  fs::create_directories(a.dir, ec);
+  const auto t0 = Clock::now();
+  // The amr app's step count and dt (amr.cpp's run).
+  const double h_min = 1.0 / static_cast<double>(1u << a.size);
+  const std::uint64_t steps = static_cast<std::uint64_t>(std::ceil(a.period / (a.cfl * h_min / 2.0)));
+  const double dt = a.period / static_cast<double>(steps);
+
+  std::unique_ptr<Part> part;
+  double persist_s = 0, restore_ms = 0;
+  std::uint64_t blocks = 0, version = 0;
+  if (!a.resume) {
+    if (auto r = initial(part, a, rank, ranks); !all_ok(r.ok())) return fail(rank, r.ok() ? "another rank failed" : r.error().message);
+    auto v = commit(*part, a, rank, 0, persist_s, blocks);
+    if (!v.ok()) return fail(rank, v.error().message);
+    version = v.value();
+  } else if (a.from_ranks > 0 && a.from_ranks != ranks) {
+    auto v = repartition(part, a, rank, ranks);
+    if (!v.ok()) return fail(rank, v.error().message);
+    version = v.value();
+  } else {
+    auto p = read_partition(job_file(a, ranks, ".partition"), ranks, a.level_min);
+    if (!all_ok(p.ok())) return fail(rank, p.ok() ? "another rank cannot read the partition" : p.error().message);
+    part = std::make_unique<Part>(a, p.value(), rank, ranks);
+    auto v = restore(*part, a, rank, ranks);
+    if (!v.ok()) return fail(rank, v.error().message);
+    version = v.value();
+    // The restored ghost leaves are current; which ones they are is not persisted.
+    if (auto r = part->refresh_ghosts(); !all_ok(r.ok())) return fail(rank, r.ok() ? "another rank failed" : r.error().message);
+  }
+  if (a.resume) restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  Octree& tree = part->tree();
+  const std::uint64_t first = load_step(tree);
+  amr::Config cfg;
+  cfg.pool = pool_path(a, rank, ranks);
+  cfg.step_limit = a.step_limit;
+  const auto last = amr::model::last_step(cfg, first, steps);
+  if (!last.ok()) return fail(rank, last.error().message);
+  int rounds = 0;
+  for (std::uint64_t s = first; s < last.value(); ++s) {
+    if (a.crash_at >= 0 && static_cast<std::uint64_t>(a.crash_at) == s && rank == a.crash_rank &&
+        !(a.resume && s == first))
+      raise(SIGKILL);
+    auto r = part->transport(static_cast<double>(s) * dt, dt);
+    if (r.ok()) r = part->adapt();
+    if (!all_ok(r.ok())) return fail(rank, r.ok() ? "another rank failed" : r.error().message);
+    auto b = part->balance(Part::copy_parent);
+    if (!b.ok()) return fail(rank, b.error().message);
+    rounds += b.value();
+    if (auto w = store_step(tree, s + 1); !w.ok()) return fail(rank, w.error().message);
+    if ((s + 1) % a.persist_every == 0 || s + 1 == last.value()) {
+      auto v = commit(*part, a, rank, s + 1, persist_s, blocks);
+      if (!v.ok()) return fail(rank, v.error().message);
+      version = v.value();
+    }
+  }
+
+  // The checksum, volume and shape error of the whole mesh, chained through
+  // the ranks in Morton order: the same sums, in the same order, as one process.
+  struct Chain {
+    std::uint64_t h, leaves;
+    double volume, shape;
+  } chain{amr::model::Checksum{}.h, 0, 0, 0};
+  if (rank > 0) MPI_Recv(&chain, sizeof chain, MPI_BYTE, rank - 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  amr::model::Checksum sum;
+  sum.h = chain.h;
+  std::uint64_t own = 0;
+  auto v = tree.visit_leaves([&](const Octant& o, const std::byte* d) {
+    if (!part->owns(o)) return;
+    const double c = read_c(d);
+    chain.volume += c * amr::model::volume(o);
+    chain.shape += std::fabs(c - amr::sphere_fraction(o)) * amr::model::volume(o);
+    sum.add(o, c);
+    ++own;
+  });
+  if (!v.ok()) return fail(rank, v.error().message);
+  chain.h = sum.h;
+  chain.leaves += own;
+  if (rank + 1 < ranks) MPI_Send(&chain, sizeof chain, MPI_BYTE, rank + 1, 7, MPI_COMM_WORLD);
+  std::uint64_t own_min = own, own_max = own, ghosts = part->ghosts();
+  MPI_Allreduce(MPI_IN_PLACE, &own_min, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &own_max, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &ghosts, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &persist_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &blocks, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  if (rank + 1 == ranks) {
+    const double volume0 = amr::model::reference_volume(a.size);
+    const double rel = std::fabs(chain.volume - volume0) / volume0;
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (!a.quiet)
+      std::printf("amr-mpi: %d ranks, levels %d-%d, %" PRIu64 " steps of %.6g from step %" PRIu64 " (version %" PRIu64
+                  "), %" PRIu64 " leaves (%" PRIu64 "-%" PRIu64 " per rank, %" PRIu64
+                  " ghosts), %d balance rounds; persist %.3f s of %.3f s, %" PRIu64 " blocks written%s\n",
+                  ranks, a.level_min, a.size, steps, dt, first, version, chain.leaves, own_min, own_max, ghosts,
+                  rounds, persist_s, seconds, blocks,
+                  a.resume ? (", restored in " + std::to_string(restore_ms) + " ms").c_str() : "");
+    std::printf("amr: volume %.12g (initial %.12g, relative change %.2e), shape error at T %.6e, checksum %016llx: %s\n",
+                chain.volume, volume0, rel, chain.shape, static_cast<unsigned long long>(chain.h),
+                rel < 1e-10 ? "VERIFIED" : "NOT VERIFIED (volume not conserved)");
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  Args a;
+  CLI::App cli{"amr-mpi: the amr app's adaptive interface on a PM-octree partitioned across MPI ranks"};
+  cli.add_option("--size", a.size, "finest level (the interface's), as amr --size")->check(CLI::Range(1, 12));
+  cli.add_option("--level-min", a.level_min, "coarsest level; its octants are the partition's units");
+  cli.add_option("--period", a.period, "T: the flow reverses at T/2");
+  cli.add_option("--cfl", a.cfl, "dt = cfl * h_min / max|u|");
+  cli.add_option("--persist-every", a.persist_every, "steps between collective commits");
+  cli.add_option("--steps", a.step_limit, "stop after this step (0: all)");
+  cli.add_option("--dir", a.dir, "directory of the ranks' pools and the partition")->required();
+  cli.add_option("--name", a.name, "base name of the job's files");
+  cli.add_option("--pool-size", a.pool_size, "bytes of each rank's pool");
+  cli.add_option("--crash-at", a.crash_at, "SIGKILL --crash-rank at the start of this step");
+  cli.add_option("--crash-in-commit", a.crash_in_commit,
+                 "SIGKILL --crash-rank during the commit of this step, before its own persist");
+  cli.add_option("--crash-rank", a.crash_rank, "the rank --crash-at and --crash-in-commit kill (default 0)");
+  cli.add_flag("--resume", a.resume, "continue from the version every rank holds");
+  cli.add_option("--from-ranks", a.from_ranks, "--resume: the old job ran on this many ranks (repartition)");
+  cli.add_flag("--quiet", a.quiet, "only the verification line");
+  int code = 0;
+  try {
+    cli.parse(argc, argv);
+    code = run(a);
+  } catch (const CLI::ParseError& e) {
+    code = cli.exit(e) == 0 ? 0 : 2;
+  }
+  if (code != 0) MPI_Abort(MPI_COMM_WORLD, code);
+  MPI_Finalize();
+  return code;
+}
