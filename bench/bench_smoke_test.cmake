@@ -53,10 +53,10 @@ elseif(BENCH STREQUAL "gerris")
 elseif(BENCH STREQUAL "dist")
   # Real mpirun jobs of jacobi-mpi: overhead at 1 and 2 ranks, level partner beside local; recovery at 2
   # ranks (kill and hang, in-place and file, node loss); timeout with in-place and file; traffic of
-  # dist_worker (512 KiB per rank). Checked below on values.
+  # dist_worker (512 KiB per rank); amr-mpi's octree at 1 and 2 ranks. Checked below on values.
   set(args dist --ranks 1,2 --levels local,partner --size 32:20 --job-ranks 2 --recovery-size 64:4000
            --hang-timeout 0.5 --timeout-size 32:10 --strategies in-place,file --traffic-words 65536
-           --traffic-iterations 6 --repeats 1)
+           --traffic-iterations 6 --octree-level 3 --octree-steps 4 --repeats 1)
 else()
   message(FATAL_ERROR "BENCH must be overhead, placement, stream, workflow, octree, amr, gerris or dist")
 endif()
@@ -171,6 +171,16 @@ if(BENCH STREQUAL "dist")
     else()
       dist_expect(sent_bytes GREATER 262144 AND sent_bytes LESS 589825)
     endif()
+  endforeach()
+  # octree: amr-mpi at 1 and 2 ranks, each mode once, every run with the same checksum (failed false).
+  string(JSON n LENGTH "${json}" octree)
+  dist_expect(n EQUAL 2)
+  foreach(i RANGE 1)
+    foreach(key ranks none_s local_s collective_s collective_commit_s good_runs)
+      dist_get(${key} octree ${i} ${key})
+    endforeach()
+    dist_expect(good_runs EQUAL 1 AND none_s GREATER 0 AND local_s GREATER 0 AND collective_s GREATER 0)
+    dist_expect(collective_commit_s GREATER 0)
   endforeach()
   message("cairn bench dist: every row as expected")
   return()

@@ -368,6 +368,69 @@ Result<void> run_overhead(const DistBenchOptions& o, Runner& run, DistReport& re
   return {};
 }
 
+// ---- octree
+
+Result<void> run_octree(const DistBenchOptions& o, Runner& run, DistReport& rep) {
+  std::error_code ec;
+  if (!fs::exists(o.amr_mpi, ec))
+    return make_error(Errc::not_found, "no amr-mpi at " + o.amr_mpi + " (built only where MPI is found)");
+  for (int ranks : o.ranks) rep.octree.push_back(DistOctreeRow{.ranks = ranks});
+  const std::string size_key = "octree:" + std::to_string(o.octree_level) + ":" + std::to_string(o.octree_steps);
+  for (int round = 0; round < o.repeats; ++round)
+    for (auto& row : rep.octree) {
+      std::vector<std::string> modes = {"none", "local", "collective"};
+      std::rotate(modes.begin(), modes.begin() + round % 3, modes.end());
+      for (const auto& m : modes) {
+        auto d = run.run_dir("octree");
+        if (!d.ok()) return d.error();
+        auto c = start({o.mpirun, "--oversubscribe", "-n", std::to_string(row.ranks), o.amr_mpi, "--size",
+                        std::to_string(o.octree_level), "--steps", std::to_string(o.octree_steps), "--dir",
+                        d.value().string(), "--commit", m},
+                       fs::path(run.scratch) / "stderr.txt");
+        if (!c.ok()) return c.error();
+        c.value()->finish(Clock::now() + std::chrono::seconds(600));
+        kill_leftovers(d.value().string());
+        remove_dir(d.value());
+        if (m == "collective") ++row.runs;
+        // "amr-mpi: loop S s for N steps, commit C s (slowest rank), ..." and the checksum.
+        const std::string& out = c.value()->output();
+        const auto at = out.rfind("amr-mpi: loop ");
+        const auto sum_at = out.rfind("checksum ");
+        double loop = 0, commit = 0;
+        unsigned long long steps = 0;
+        char sum[17] = {0};
+        std::string bad;
+        if (!c.value()->succeeded())
+          bad = c.value()->describe();
+        else if (at == std::string::npos || sum_at == std::string::npos ||
+                 std::sscanf(out.c_str() + at, "amr-mpi: loop %lf s for %llu steps, commit %lf s", &loop, &steps,
+                             &commit) != 3 ||
+                 std::sscanf(out.c_str() + sum_at, "checksum %16s", sum) != 1 || steps == 0)
+          bad = "no result in its output: " + out.substr(0, 300);
+        else if (const auto [ref, fresh] = run.checksums.emplace(size_key, sum); !fresh && ref->second != sum)
+          bad = std::string("checksum ") + sum + " differs from the other runs' " + ref->second;
+        if (!bad.empty()) {
+          if (row.error.empty()) row.error = m + " run: " + bad;
+        } else {
+          const double per = loop / static_cast<double>(steps), per_commit = commit / static_cast<double>(steps);
+          (m == "none" ? row.none_s : m == "local" ? row.local_s : row.collective_s).push_back(per);
+          if (m == "local") row.local_commit_s.push_back(per_commit);
+          if (m == "collective") row.collective_commit_s.push_back(per_commit);
+        }
+        run.log("octree " + std::to_string(row.ranks) + " ranks, " + m + ", round " + std::to_string(round + 1) + "/" +
+                std::to_string(o.repeats) + ": " +
+                (bad.empty() ? fmt("%.3f ms/step", loop / static_cast<double>(steps) * 1e3) : bad));
+      }
+    }
+  for (auto& row : rep.octree) {
+    row.none = median(row.none_s), row.local = median(row.local_s), row.collective = median(row.collective_s);
+    row.local_commit = median(row.local_commit_s), row.collective_commit = median(row.collective_commit_s);
+    row.good_runs = static_cast<int>(std::min({row.none_s.size(), row.local_s.size(), row.collective_s.size()}));
+    if (row.good_runs < o.repeats) rep.failed = true;
+  }
+  return {};
+}
+
 // ---- recovery
 
 // One `cairn launch` job with a fault: SIGKILL (kind kill) or SIGSTOP (kind hang) to the job's last
@@ -723,9 +786,9 @@ Result<DistSize> parse_dist_size(const std::string& text, const std::string& wha
 
 Result<DistReport> run_dist_bench(const DistBenchOptions& o, std::ostream* progress) {
   for (const auto& e : o.experiments)
-    if (e != "overhead" && e != "recovery" && e != "timeout" && e != "traffic")
+    if (e != "overhead" && e != "recovery" && e != "timeout" && e != "traffic" && e != "octree")
       return make_error(Errc::invalid_argument,
-                        "--experiments: unknown '" + e + "' (overhead, recovery, timeout, traffic)");
+                        "--experiments: unknown '" + e + "' (overhead, recovery, timeout, traffic, octree)");
   for (const auto& l : o.levels)
     if (l != "local" && l != "partner" && l != "xor")
       return make_error(Errc::invalid_argument, "--levels: unknown '" + l + "' (local, partner, xor)");
@@ -772,6 +835,8 @@ Result<DistReport> run_dist_bench(const DistBenchOptions& o, std::ostream* progr
     if (auto r = run_timeout(o, run, rep); !r.ok()) return r.error();
   if (wants(o, "traffic"))
     if (auto r = run_traffic(o, run, rep); !r.ok()) return r.error();
+  if (wants(o, "octree"))
+    if (auto r = run_octree(o, run, rep); !r.ok()) return r.error();
   return rep;
 }
 
@@ -789,7 +854,7 @@ double added(const DistOverheadRow& r) { return (r.collective - r.local) / (r.lo
 void print_dist_report(const DistReport& rep, std::ostream& out) {
   const auto& o = rep.options;
   char line[400];
-  out << "dist: jacobi-mpi under mpirun (Open MPI, mpi_yield_when_idle=1), medians of " << o.repeats
+  out << "dist: MPI jobs under mpirun (Open MPI, mpi_yield_when_idle=1), medians of " << o.repeats
       << " interleaved rounds (" << rep.machine << ")\n";
   if (!rep.overhead.empty()) {
     out << "\noverhead: " << o.size.n << "x" << o.size.n << " grid, " << o.size.iterations << " iterations, "
@@ -937,6 +1002,30 @@ void print_dist_report(const DistReport& rep, std::ostream& out) {
            "on its holder; commit: local commit + copy + agreements (rank 0); vs local: against level local with\n"
            "the same changes. xor reduce-scatters the whole state, (g-1)/g of it per member, changed or not.\n";
   }
+  if (!rep.octree.empty()) {
+    out << "\noctree: amr-mpi --size " << o.octree_level << ", " << o.octree_steps
+        << " steps (the PM-octree partitioned by Morton ranges, pm_persistent every step); loop time per step "
+           "(ms, slowest rank)\n";
+    std::snprintf(line, sizeof line, "%6s %9s %9s %9s %9s %9s %10s %8s | %8s %8s\n", "ranks", "none", "local",
+                  "collect.", "local ov", "coll. ov", "coll/local", "added", "c.local", "c.coll.");
+    out << line;
+    for (const auto& r : rep.octree) {
+      const std::string ranks = std::to_string(r.ranks) + (r.ranks > static_cast<int>(rep.cores) ? "*" : "");
+      const bool base = r.local > r.none && r.none > 0;
+      std::snprintf(line, sizeof line, "%6s %9.3f %9.3f %9.3f %9s %9s %10s %8s | %8.3f %8.3f%s\n", ranks.c_str(),
+                    r.none * 1e3, r.local * 1e3, r.collective * 1e3, change(r.none, r.local).c_str(),
+                    change(r.none, r.collective).c_str(),
+                    r.local > 0 ? fmt("%.3f", r.collective / r.local).c_str() : "-",
+                    base ? pct((r.collective - r.local) / (r.local - r.none)).c_str() : "-", r.local_commit * 1e3,
+                    r.collective_commit * 1e3, r.good_runs < o.repeats ? "  FAILED" : "");
+      out << line;
+      if (!r.error.empty()) out << "  " << r.error << "\n";
+    }
+    out << "none: the same PM-octree run with nothing persisted (--commit none); local: every rank's pm_persistent\n"
+           "each step, no agreement (--commit local); collect.: pm_persistent and the all-reduce that makes the\n"
+           "version global. ov: against none. added: (collect. - local) / (local - none). c.local, c.coll.: the\n"
+           "commit alone per step (slowest rank; collective: waits for slower ranks included).\n";
+  }
 }
 
 Result<void> write_dist_json(const DistReport& rep, const std::string& path) {
@@ -998,6 +1087,16 @@ Result<void> write_dist_json(const DistReport& rep, const std::string& path) {
       << ", \"sent_bytes\": " << json_num(r.sent) << ", \"payload_bytes\": " << json_num(r.payload_bytes)
       << ", \"redundancy_s\": " << json_num(r.redundancy) << ", \"commit_s\": " << json_num(r.commit)
       << ", \"runs\": " << r.runs << ", \"good_runs\": " << r.good_runs << ", \"error\": " << json_str(r.error) << "}";
+  }
+  f << "],\n \"octree\": [";
+  for (std::size_t i = 0; i < rep.octree.size(); ++i) {
+    const auto& r = rep.octree[i];
+    f << (i ? ",\n  " : "\n  ") << "{\"ranks\": " << r.ranks << ", \"level\": " << o.octree_level
+      << ", \"steps\": " << o.octree_steps << ", \"none_s\": " << json_num(r.none)
+      << ", \"local_s\": " << json_num(r.local) << ", \"collective_s\": " << json_num(r.collective)
+      << ", \"local_commit_s\": " << json_num(r.local_commit)
+      << ", \"collective_commit_s\": " << json_num(r.collective_commit) << ", \"runs\": " << r.runs
+      << ", \"good_runs\": " << r.good_runs << ", \"error\": " << json_str(r.error) << "}";
   }
   f << "]}\n";
   if (!f) return make_error(Errc::io_error, path + ": write failed");

@@ -27,6 +27,10 @@
 //             (the baseline), partner (only the 64 KiB blocks that changed since that slot's copy) and
 //             xor (the whole state, always); bytes sent per rank and commit in the steady state, and
 //             the commit time (local commit + copy or parity + agreement) against local's.
+//   octree    apps/amr-mpi, the PM-octree partitioned by Morton ranges: per rank count, the loop time
+//             per step with nothing persisted (--commit none), with every rank's pm_persistent each step
+//             but no agreement (--commit local) and with the collective commit; the same "added" as
+//             overhead's. Every run must end with amr-mpi's checksum of its size.
 // Every run of one size must end with the same checksum (jacobi-mpi's, whatever the strategy, commit
 // mode or failure); a run that does not is reported and not counted.
 #pragma once
@@ -49,7 +53,7 @@ struct DistSize {
 Result<DistSize> parse_dist_size(const std::string& text, const std::string& what);
 
 struct DistBenchOptions {
-  std::vector<std::string> experiments = {"overhead", "recovery", "timeout", "traffic"};
+  std::vector<std::string> experiments = {"overhead", "recovery", "timeout", "traffic", "octree"};
   int repeats = 3;
   // overhead
   std::vector<int> ranks = {1, 2, 4, 8};
@@ -67,6 +71,10 @@ struct DistBenchOptions {
   std::uint64_t traffic_words = 1u << 20;  // 8 MiB per rank
   std::uint64_t traffic_iterations = 40;
   std::string dist_worker;  // the program ("" or missing: the experiment reports it)
+  // octree: amr-mpi --size octree_level --steps octree_steps, at each of `ranks`
+  int octree_level = 5;
+  std::uint64_t octree_steps = 40;
+  std::string amr_mpi;  // the program
   // Where things run
   std::string dir;         // scratch base for storage ("" = /dev/shm)
   std::string file_dir;    // recovery: the file baseline's checkpoints ("" = the scratch directory)
@@ -121,6 +129,15 @@ struct DistTrafficRow {
   std::string error;
 };
 
+struct DistOctreeRow {
+  int ranks = 0;
+  std::vector<double> none_s, local_s, collective_s;        // loop seconds per step, one per good run
+  std::vector<double> local_commit_s, collective_commit_s;  // of which committing (slowest rank)
+  double none = 0, local = 0, collective = 0, local_commit = 0, collective_commit = 0;  // medians
+  int runs = 0, good_runs = 0;
+  std::string error;  // the first failed run
+};
+
 struct DistReport {
   std::string machine;
   unsigned cores = 0;
@@ -129,6 +146,7 @@ struct DistReport {
   std::vector<DistRecoveryRow> recovery;
   std::vector<DistTimeoutRow> timeout;
   std::vector<DistTrafficRow> traffic;
+  std::vector<DistOctreeRow> octree;
   double t_i = 0, t_hm = 0, t_r = 0, t_w = 0;  // Eq. 1's terms, seconds
   double t_timeout[2] = {0, 0};                // Eq. 3 at resiliency interval 1 and 3
   bool failed = false;                         // some run failed or ended with another checksum

@@ -62,6 +62,7 @@
 #include "apps/amr/amr.hpp"
 #include "cairn/dist.hpp"
 #include "cairn/octree.hpp"
+#include "dist/heartbeat.hpp"
 #include "util/hash.hpp"
 
 namespace {
@@ -84,6 +85,7 @@ struct Args {
   bool resume = false, quiet = false;
   int from_ranks = 0;
   std::uint64_t pool_size = 256ull << 20;
+  std::string commit = "collective";  // | local (no agreement) | none (nothing persisted): `cairn bench dist`
 };
 
 int fail(int rank, const std::string& what) {
@@ -104,9 +106,7 @@ std::uint64_t key(const Octant& o) { return cairn::octree::morton(o, 3); }
 
 // The unit (octant of `level`) an octant of that level or finer lies in, as
 // its index in Morton order.
-std::uint64_t unit_of(const Octant& o, int level) {
-  return key(o) >> (5 + 3 * (cairn::octree::kMaxLevel - level));
-}
+std::uint64_t unit_of(const Octant& o, int level) { return key(o) >> (5 + 3 * (cairn::octree::kMaxLevel - level)); }
 
 struct Partition {
   int level = 2;
@@ -127,7 +127,8 @@ struct Partition {
     p.first[0] = 0;
     for (std::uint64_t r = 1; r < n; ++r) {
       const std::uint64_t target = before[units] * r / n;
-      const auto u = static_cast<std::uint64_t>(std::lower_bound(before.begin(), before.end(), target) - before.begin());
+      const auto u =
+          static_cast<std::uint64_t>(std::lower_bound(before.begin(), before.end(), target) - before.begin());
       p.first[r] = std::clamp<std::uint64_t>(u, p.first[r - 1] + 1, units - (n - r));
     }
     return p;
@@ -146,8 +147,7 @@ std::string pool_path(const Args& a, int rank, int ranks) {
 constexpr std::uint64_t kPartMagic = 0x3154524150524D41ull;
 
 Result<void> write_partition(const std::string& path, const Partition& p) {
-  std::vector<std::uint64_t> w{kPartMagic, static_cast<std::uint64_t>(p.level),
-                               static_cast<std::uint64_t>(p.ranks())};
+  std::vector<std::uint64_t> w{kPartMagic, static_cast<std::uint64_t>(p.level), static_cast<std::uint64_t>(p.ranks())};
   w.insert(w.end(), p.first.begin(), p.first.end());
   w.push_back(cairn::util::hash_bytes(w.data(), w.size() * 8, 0));
   const std::string tmp = path + ".tmp";
@@ -199,9 +199,7 @@ class Part {
  public:
   Part(const Args& a, Partition p, int rank, int ranks) : a_(a), part_(std::move(p)), rank_(rank), ranks_(ranks) {}
   const Partition& partition() const { return part_; }
-  bool owns(const Octant& o) const {
-    return o.level >= part_.level && part_.owner(unit_of(o, part_.level)) == rank_;
-  }
+  bool owns(const Octant& o) const { return o.level >= part_.level && part_.owner(unit_of(o, part_.level)) == rank_; }
   Octree& tree() { return *tree_; }
   void set_tree(std::unique_ptr<Octree> t) { tree_ = std::move(t); }
   std::uint64_t ghosts() const { return ghosts_.size(); }
@@ -294,21 +292,21 @@ class Part {
     if (!v.ok()) return v.error();
     std::vector<double> dv(c.size(), 0.0);
     std::string missing;
-    auto f = tree_->visit_faces([&](const cairn::octree::LeafView& a, int axis, bool upper,
-                                    const cairn::octree::LeafView* b) {
-      if (b == nullptr) return;
-      const bool oa = owns(a.octant), ob = owns(b->octant);
-      if (!oa && !ob) return;
-      const Octant& other = oa ? b->octant : a.octant;
-      if (!(oa && ob) && ghosts_.count(key(other)) == 0) {
-        missing = "a leaf of this rank borders a foreign leaf that is not a ghost";
-        return;
-      }
-      const std::uint32_t ia = index.at(key(a.octant)), ib = index.at(key(b->octant));
-      const double flux = amr::model::face_flux(a.octant, axis, upper, c[ia], c[ib], t, dt, a_.period);
-      dv[ia] -= flux;
-      dv[ib] += flux;
-    });
+    auto f = tree_->visit_faces(
+        [&](const cairn::octree::LeafView& a, int axis, bool upper, const cairn::octree::LeafView* b) {
+          if (b == nullptr) return;
+          const bool oa = owns(a.octant), ob = owns(b->octant);
+          if (!oa && !ob) return;
+          const Octant& other = oa ? b->octant : a.octant;
+          if (!(oa && ob) && ghosts_.count(key(other)) == 0) {
+            missing = "a leaf of this rank borders a foreign leaf that is not a ghost";
+            return;
+          }
+          const std::uint32_t ia = index.at(key(a.octant)), ib = index.at(key(b->octant));
+          const double flux = amr::model::face_flux(a.octant, axis, upper, c[ia], c[ib], t, dt, a_.period);
+          dv[ia] -= flux;
+          dv[ib] += flux;
+        });
     if (!f.ok()) return f.error();
     if (!missing.empty()) return cairn::make_error(Errc::corrupted, missing);
     std::size_t i = 0;
@@ -421,6 +419,40 @@ Result<std::unique_ptr<Octree>> fresh_tree(const std::string& path, const Args& 
 
 bool all_ok(bool ok) { return cairn::dist::all_ok(MPI_COMM_WORLD, ok); }
 
+// The heartbeat `cairn launch` watches ($CAIRN_HEARTBEAT_DIR), as a
+// dist::Context writes it: after restore and after each global commit.
+class Beat {
+ public:
+  explicit Beat(int rank) {
+    if (const char* dir = std::getenv("CAIRN_HEARTBEAT_DIR"); dir != nullptr && *dir != 0)
+      fd_ = ::open(cairn::dist::detail::heartbeat_path(dir, rank).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  }
+  ~Beat() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Beat(const Beat&) = delete;
+  Beat& operator=(const Beat&) = delete;
+  // `restored`: the version this run resumed at (0: a fresh run), in every beat.
+  void operator()(std::uint64_t version, std::uint64_t restored) {
+    if (fd_ < 0) return;
+    const auto now = Clock::now();
+    cairn::dist::detail::Heartbeat h;
+    h.version = version;
+    h.pid = static_cast<std::uint64_t>(::getpid());
+    h.restored = restored;
+    h.interval_ns =
+        last_ == Clock::time_point{}
+            ? 0
+            : static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_).count());
+    last_ = now;
+    cairn::dist::detail::write_heartbeat(fd_, h);
+  }
+
+ private:
+  int fd_ = -1;
+  Clock::time_point last_{};
+};
+
 // Collective commit: every rank's pm_persistent, then the agreement.
 Result<std::uint64_t> commit(Part& p, const Args& a, int rank, std::uint64_t step, double& seconds,
                              std::uint64_t& blocks) {
@@ -433,7 +465,8 @@ Result<std::uint64_t> commit(Part& p, const Args& a, int rank, std::uint64_t ste
   }
   const auto t0 = Clock::now();
   auto ps = p.tree().persist();
-  if (!all_ok(ps.ok()))
+  if (a.commit == "local" && !ps.ok()) return ps.error();
+  if (a.commit != "local" && !all_ok(ps.ok()))
     return ps.ok() ? cairn::make_error(Errc::io_error, "another rank's persist failed") : ps.error();
   seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   blocks += ps.value().blocks_written;
@@ -445,7 +478,7 @@ Result<std::uint64_t> restore(Part& p, const Args& a, int rank, int ranks) {
   const std::string path = pool_path(a, rank, ranks);
   auto v = Octree::versions(path, tree_options(a));
   if (!all_ok(v.ok())) {
-    if (!v.ok()) return cairn::make_error(v.error().code, "rank " + std::to_string(rank) + ": " + v.error().message);
+    if (!v.ok()) return v.error();
     return cairn::make_error(Errc::not_found, "another rank cannot restore (its message names it)");
   }
   std::uint64_t g = 0;
@@ -473,7 +506,8 @@ Result<std::uint64_t> restore(Part& p, const Args& a, int rank, int ranks) {
 // new trees are committed before the old job's files are removed.
 Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, int rank, int ranks) {
   auto old = read_partition(job_file(a, a.from_ranks, ".partition"), a.from_ranks, a.level_min);
-  if (!all_ok(old.ok())) return old.ok() ? cairn::make_error(Errc::not_found, "the old partition is unreadable") : old.error();
+  if (!all_ok(old.ok()))
+    return old.ok() ? cairn::make_error(Errc::not_found, "the old partition is unreadable") : old.error();
   std::vector<cairn::octree::Versions> held;
   bool ok = true;
   std::string error;
@@ -486,7 +520,8 @@ Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, in
     }
     held.push_back(v.value());
   }
-  if (!all_ok(ok)) return cairn::make_error(Errc::not_found, error.empty() ? "another rank cannot read the old job" : error);
+  if (!all_ok(ok))
+    return cairn::make_error(Errc::not_found, error.empty() ? "another rank cannot read the old job" : error);
   std::uint64_t mine = ~0ull, g = 0;
   for (const auto& h : held) mine = std::min(mine, h.committed);
   MPI_Allreduce(&mine, &g, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
@@ -520,16 +555,19 @@ Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, in
       break;
     }
   }
-  if (!all_ok(ok)) return cairn::make_error(Errc::corrupted, error.empty() ? "another rank cannot read the old job" : error);
+  if (!all_ok(ok))
+    return cairn::make_error(Errc::corrupted, error.empty() ? "another rank cannot read the old job" : error);
   MPI_Allreduce(MPI_IN_PLACE, count.data(), static_cast<int>(units), MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &step_min, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &step_max, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   if (step_min != step_max)
-    return cairn::make_error(Errc::corrupted, "the old job's ranks hold different steps at version " + std::to_string(g));
+    return cairn::make_error(Errc::corrupted,
+                             "the old job's ranks hold different steps at version " + std::to_string(g));
   const Partition fresh = Partition::split(a.level_min, count, ranks);
   // Each leaf to its new owner.
   std::vector<std::vector<Ghost>> out(static_cast<std::size_t>(ranks));
-  for (const Ghost& l : leaves) out[static_cast<std::size_t>(fresh.owner(unit_of(l.octant(), a.level_min)))].push_back(l);
+  for (const Ghost& l : leaves)
+    out[static_cast<std::size_t>(fresh.owner(unit_of(l.octant(), a.level_min)))].push_back(l);
   std::vector<int> sn(static_cast<std::size_t>(ranks)), rn(sn.size()), sd(sn.size()), rd(sn.size());
   std::vector<Ghost> send;
   for (int r = 0; r < ranks; ++r) {
@@ -552,7 +590,8 @@ Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, in
   if (!all_ok(ok)) return cairn::make_error(Errc::io_error, "cannot write " + part_path);
   part = std::make_unique<Part>(a, fresh, rank, ranks);
   auto t = fresh_tree(pool_path(a, rank, ranks), a);
-  if (!all_ok(t.ok())) return t.ok() ? cairn::make_error(Errc::io_error, "another rank cannot create its pool") : t.error();
+  if (!all_ok(t.ok()))
+    return t.ok() ? cairn::make_error(Errc::io_error, "another rank cannot create its pool") : t.error();
   part->set_tree(std::move(t.value()));
   Octree& tree = part->tree();
   std::unordered_map<std::uint64_t, double> c;
@@ -633,7 +672,8 @@ Result<void> initial(std::unique_ptr<Part>& part, const Args& a, int rank, int r
   if (!all_ok(ok)) return cairn::make_error(Errc::io_error, "cannot write " + part_path);
   part = std::make_unique<Part>(a, p, rank, ranks);
   auto t = fresh_tree(pool_path(a, rank, ranks), a);
-  if (!all_ok(t.ok())) return t.ok() ? cairn::make_error(Errc::io_error, "another rank cannot create its pool") : t.error();
+  if (!all_ok(t.ok()))
+    return t.ok() ? cairn::make_error(Errc::io_error, "another rank cannot create its pool") : t.error();
   part->set_tree(std::move(t.value()));
   Octree& tree = part->tree();
   auto r = tree.uniform(a.level_min, nullptr);
@@ -662,6 +702,7 @@ int run(const Args& a) {
     return fail(rank, "levels must satisfy 1 <= --level-min <= --size <= 12");
   if ((std::uint64_t{1} << (3 * a.level_min)) < static_cast<std::uint64_t>(ranks))
     return fail(rank, "more ranks than octants at --level-min " + std::to_string(a.level_min));
+  if (a.commit == "none" && a.resume) return fail(rank, "--commit none persists nothing to resume from");
   if (!(a.period > 0) || !(a.cfl > 0 && a.cfl <= 0.5) || a.persist_every == 0)
     return fail(rank, "period > 0, 0 < cfl <= 0.5 and persist-every >= 1 are required");
   std::error_code ec;
@@ -676,10 +717,13 @@ int run(const Args& a) {
   double persist_s = 0, restore_ms = 0;
   std::uint64_t blocks = 0, version = 0;
   if (!a.resume) {
-    if (auto r = initial(part, a, rank, ranks); !all_ok(r.ok())) return fail(rank, r.ok() ? "another rank failed" : r.error().message);
-    auto v = commit(*part, a, rank, 0, persist_s, blocks);
-    if (!v.ok()) return fail(rank, v.error().message);
-    version = v.value();
+    if (auto r = initial(part, a, rank, ranks); !all_ok(r.ok()))
+      return fail(rank, r.ok() ? "another rank failed" : r.error().message);
+    if (a.commit != "none") {
+      auto v = commit(*part, a, rank, 0, persist_s, blocks);
+      if (!v.ok()) return fail(rank, v.error().message);
+      version = v.value();
+    }
   } else if (a.from_ranks > 0 && a.from_ranks != ranks) {
     auto v = repartition(part, a, rank, ranks);
     if (!v.ok()) return fail(rank, v.error().message);
@@ -692,9 +736,13 @@ int run(const Args& a) {
     if (!v.ok()) return fail(rank, v.error().message);
     version = v.value();
     // The restored ghost leaves are current; which ones they are is not persisted.
-    if (auto r = part->refresh_ghosts(); !all_ok(r.ok())) return fail(rank, r.ok() ? "another rank failed" : r.error().message);
+    if (auto r = part->refresh_ghosts(); !all_ok(r.ok()))
+      return fail(rank, r.ok() ? "another rank failed" : r.error().message);
   }
   if (a.resume) restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  Beat beat(rank);
+  const std::uint64_t first_version = version;
+  beat(version, a.resume ? first_version : 0);
   Octree& tree = part->tree();
   const std::uint64_t first = load_step(tree);
   amr::Config cfg;
@@ -703,6 +751,7 @@ int run(const Args& a) {
   const auto last = amr::model::last_step(cfg, first, steps);
   if (!last.ok()) return fail(rank, last.error().message);
   int rounds = 0;
+  const auto loop0 = Clock::now();
   for (std::uint64_t s = first; s < last.value(); ++s) {
     if (a.crash_at >= 0 && static_cast<std::uint64_t>(a.crash_at) == s && rank == a.crash_rank &&
         !(a.resume && s == first))
@@ -714,12 +763,15 @@ int run(const Args& a) {
     if (!b.ok()) return fail(rank, b.error().message);
     rounds += b.value();
     if (auto w = store_step(tree, s + 1); !w.ok()) return fail(rank, w.error().message);
-    if ((s + 1) % a.persist_every == 0 || s + 1 == last.value()) {
+    if (a.commit != "none" && ((s + 1) % a.persist_every == 0 || s + 1 == last.value())) {
       auto v = commit(*part, a, rank, s + 1, persist_s, blocks);
       if (!v.ok()) return fail(rank, v.error().message);
       version = v.value();
+      beat(version, a.resume ? first_version : 0);
     }
   }
+
+  double loop_s = std::chrono::duration<double>(Clock::now() - loop0).count();
 
   // The checksum, volume and shape error of the whole mesh, chained through
   // the ranks in Morton order: the same sums, in the same order, as one process.
@@ -748,6 +800,7 @@ int run(const Args& a) {
   MPI_Allreduce(MPI_IN_PLACE, &own_max, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &ghosts, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &persist_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &loop_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &blocks, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   if (rank + 1 == ranks) {
     const double volume0 = amr::model::reference_volume(a.size);
@@ -757,12 +810,15 @@ int run(const Args& a) {
       std::printf("amr-mpi: %d ranks, levels %d-%d, %" PRIu64 " steps of %.6g from step %" PRIu64 " (version %" PRIu64
                   "), %" PRIu64 " leaves (%" PRIu64 "-%" PRIu64 " per rank, %" PRIu64
                   " ghosts), %d balance rounds; persist %.3f s of %.3f s, %" PRIu64 " blocks written%s\n",
-                  ranks, a.level_min, a.size, steps, dt, first, version, chain.leaves, own_min, own_max, ghosts,
-                  rounds, persist_s, seconds, blocks,
+                  ranks, a.level_min, a.size, steps, dt, first, version, chain.leaves, own_min, own_max, ghosts, rounds,
+                  persist_s, seconds, blocks,
                   a.resume ? (", restored in " + std::to_string(restore_ms) + " ms").c_str() : "");
-    std::printf("amr: volume %.12g (initial %.12g, relative change %.2e), shape error at T %.6e, checksum %016llx: %s\n",
-                chain.volume, volume0, rel, chain.shape, static_cast<unsigned long long>(chain.h),
-                rel < 1e-10 ? "VERIFIED" : "NOT VERIFIED (volume not conserved)");
+    std::printf("amr-mpi: loop %.6f s for %" PRIu64 " steps, commit %.6f s (slowest rank), commit mode %s\n", loop_s,
+                last.value() - first, persist_s, a.commit.c_str());
+    std::printf(
+        "amr: volume %.12g (initial %.12g, relative change %.2e), shape error at T %.6e, checksum %016llx: %s\n",
+        chain.volume, volume0, rel, chain.shape, static_cast<unsigned long long>(chain.h),
+        rel < 1e-10 ? "VERIFIED" : "NOT VERIFIED (volume not conserved)");
     std::fflush(stdout);
   }
   return 0;
@@ -790,6 +846,9 @@ int main(int argc, char** argv) {
   cli.add_flag("--resume", a.resume, "continue from the version every rank holds");
   cli.add_option("--from-ranks", a.from_ranks, "--resume: the old job ran on this many ranks (repartition)");
   cli.add_flag("--quiet", a.quiet, "only the verification line");
+  cli.add_option("--commit", a.commit,
+                 "collective (default) | local: each rank persists, no agreement | none: nothing persisted")
+      ->check(CLI::IsMember({"collective", "local", "none"}));
   int code = 0;
   try {
     cli.parse(argc, argv);

@@ -539,6 +539,8 @@ void add_dist(CLI::App& bench) {
       "against --hang-timeout. timeout: seed 001 Eqs. 1-3 with this machine's T_checkpoint, T_restart, T_compute\n"
       "per strategy, at resiliency intervals 1 and 3. traffic: bytes a partner copy or XOR parity sends per commit\n"
       "and its cost against local, with all, 10 % or 1 % of the state changing (dist_worker of the build tree).\n"
+      "octree: amr-mpi (the PM-octree partitioned by Morton ranges) per --ranks, nothing persisted against\n"
+      "pm_persistent every step without and with the agreement.\n"
       "Ranks beyond the machine's cores are oversubscribed (noted).\n"
       "Interleaved rounds, medians of --repeats; every run of a size must end with the same checksum.\n"
       "Exit status: 0 measured, 1 some run failed or ended with another checksum, 2 bad option or error.");
@@ -549,7 +551,7 @@ void add_dist(CLI::App& bench) {
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--experiments", args->experiments,
-                  "Comma-separated: overhead,recovery,timeout,traffic (default all)");
+                  "Comma-separated: overhead,recovery,timeout,traffic,octree (default all)");
   cmd->add_option("--ranks", args->ranks, "overhead: comma-separated rank counts (default 1,2,4,8)");
   cmd->add_option("--levels", args->levels,
                   "overhead: comma-separated redundancy levels local,partner,xor (default local)");
@@ -572,6 +574,10 @@ void add_dist(CLI::App& bench) {
       ->check(CLI::Range(std::uint64_t{8192}, std::uint64_t{1} << 30));
   cmd->add_option("--traffic-iterations", args->o.traffic_iterations, "traffic: versions per job (default 40)")
       ->check(CLI::Range(4, 100000));
+  cmd->add_option("--octree-level", args->o.octree_level, "octree: amr-mpi --size (default 5)")
+      ->check(CLI::Range(2, 12));
+  cmd->add_option("--octree-steps", args->o.octree_steps, "octree: steps per run (default 40)")
+      ->check(CLI::Range(1, 100000));
   cmd->add_option("--repeats,-r", args->o.repeats, "Rounds; medians are reported (default 3)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--dir", args->o.dir, "Directory of the ranks' storage (default /dev/shm)");
@@ -598,6 +604,7 @@ void add_dist(CLI::App& bench) {
     // <build>/apps/jacobi-mpi/jacobi-mpi, <build>/src/dist/dist_worker, and this tool for `cairn launch`.
     o.jacobi_mpi = (apps_dir() / "jacobi-mpi" / "jacobi-mpi").string();
     o.dist_worker = (apps_dir().parent_path() / "src" / "dist" / "dist_worker").string();
+    o.amr_mpi = (apps_dir() / "amr-mpi" / "amr-mpi").string();
     std::error_code ec;
     o.cairn = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     if (ec) o.cairn = "cairn";
