@@ -484,11 +484,15 @@ Result<std::uint64_t> restore(Part& p, const Args& a, int rank, int ranks) {
   std::uint64_t g = 0;
   MPI_Allreduce(&v.value().committed, &g, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
   const bool holds = v.value().committed == g || v.value().previous == g;
-  if (!all_ok(holds))
-    return cairn::make_error(Errc::no_version, "rank " + std::to_string(rank) + " holds versions " +
-                                                   std::to_string(v.value().committed) + "/" +
-                                                   std::to_string(v.value().previous) + ", not the global " +
-                                                   std::to_string(g) + " (or another rank does not)");
+  if (!all_ok(holds)) {
+    if (holds) return cairn::make_error(Errc::no_version, "another rank lacks the global version " + std::to_string(g));
+    return cairn::make_error(Errc::no_version,
+                             path + " holds version " + std::to_string(v.value().committed) +
+                                 (v.value().previous != 0 ? " and " + std::to_string(v.value().previous) : "") +
+                                 ", not the global version " + std::to_string(g) +
+                                 " that another rank stopped at: it cannot go back (was it written with "
+                                 "keep_previous?)");
+  }
   auto o = tree_options(a);
   o.version = g;
   auto t = Octree::restore(path, o);
