@@ -85,6 +85,22 @@ TEST_F(AmrMpi, KilledDuringTheCollectiveCommitTheOthersGoBackOneVersion) {
   EXPECT_EQ(checksum_in(r.output), expected) << r.output;
 }
 
+// The same, and then rank 2 dies during the recovery, right after going back
+// to version 30 itself: the next recovery still finds 30 everywhere.
+TEST_F(AmrMpi, KilledDuringRecoveryTheNextRecoveryAgreesAgain) {
+  const std::string expected = single();
+  ASSERT_NE(run(4, {"--crash-in-commit", "30", "--crash-rank", "1"}).exit_code, 0);
+  Outcome k = run(4, {"--resume", "--crash-in-restore", "--crash-rank", "2"});
+  ASSERT_NE(k.exit_code, 0) << k.output;
+  EXPECT_EQ(checksum_in(k.output), "") << k.output;
+  Outcome r = run(4, {"--resume"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("rank 2: back from"), std::string::npos) << "rank 2 went back durably before it died\n"
+                                                                   << r.output;
+  EXPECT_NE(r.output.find("from step 29 "), std::string::npos) << r.output;
+  EXPECT_EQ(checksum_in(r.output), expected) << r.output;
+}
+
 TEST_F(AmrMpi, ResumesOnAnotherNumberOfRanks) {
   const std::string expected = single();
   ASSERT_NE(run(4, {"--crash-at", "15", "--crash-rank", "3"}).exit_code, 0);

@@ -81,6 +81,7 @@ struct Args {
   std::uint64_t persist_every = 1, step_limit = 0;
   std::string dir, name = "amr-mpi";
   std::int64_t crash_at = -1, crash_in_commit = -1;
+  bool crash_in_restore = false;
   int crash_rank = 0;
   bool resume = false, quiet = false;
   int from_ranks = 0;
@@ -496,6 +497,7 @@ Result<std::uint64_t> restore(Part& p, const Args& a, int rank, int ranks) {
   auto o = tree_options(a);
   o.version = g;
   auto t = Octree::restore(path, o);
+  if (a.crash_in_restore && rank == a.crash_rank) raise(SIGKILL);  // its restore done, the others' maybe not
   if (!all_ok(t.ok())) return t.ok() ? cairn::make_error(Errc::corrupted, "another rank failed to restore") : t.error();
   if (v.value().committed != g)
     std::printf("amr-mpi rank %d: back from version %" PRIu64 " to the global version %" PRIu64 "\n", rank,
@@ -846,6 +848,8 @@ int main(int argc, char** argv) {
   cli.add_option("--crash-at", a.crash_at, "SIGKILL --crash-rank at the start of this step");
   cli.add_option("--crash-in-commit", a.crash_in_commit,
                  "SIGKILL --crash-rank during the commit of this step, before its own persist");
+  cli.add_flag("--crash-in-restore", a.crash_in_restore,
+               "--resume: SIGKILL --crash-rank right after its own restore, before the others agree");
   cli.add_option("--crash-rank", a.crash_rank, "the rank --crash-at and --crash-in-commit kill (default 0)");
   cli.add_flag("--resume", a.resume, "continue from the version every rank holds");
   cli.add_option("--from-ranks", a.from_ranks, "--resume: the old job ran on this many ranks (repartition)");
