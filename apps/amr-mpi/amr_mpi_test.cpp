@@ -118,6 +118,44 @@ TEST_F(AmrMpi, ResumesOnAnotherNumberOfRanks) {
   EXPECT_EQ(checksum_in(r3.output), expected) << r3.output;
 }
 
+// --redundancy partner: each rank's leaves are copied to the same rank of
+// the next node at every commit (the units that changed). Losing a node (its
+// rank killed, its directory deleted) or a damaged pool is rebuilt from the
+// copy; losing two neighbouring nodes is refused with a message.
+TEST_F(AmrMpi, LostNodeIsRebuiltFromThePartnerCopy) {
+  const std::string expected = single();
+  const std::vector<std::string> partner = {"--redundancy", "partner", "--ranks-per-node", "1"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.end(), partner.begin(), partner.end());
+    return more;
+  };
+  Outcome k = run(4, with({"--crash-at", "30", "--crash-rank", "2"}));
+  ASSERT_NE(k.exit_code, 0) << k.output;
+  fs::remove_all(dir.path() + "/node2");
+  Outcome r = run(4, with({"--resume", "--crash-at", "45", "--crash-rank", "1"}));
+  ASSERT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 2: rebuilt version 31 "), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir.path() + "/node2/amr-mpi.n4.r1.replica")) << "the copy node 2 held is written again";
+  // Now rank 1's pool is damaged: rebuilt from rank 2's copy, set aside.
+  const std::string pool = dir.path() + "/node1/amr-mpi.n4.r1.pool";
+  fs::resize_file(pool, 4096);
+  Outcome d = run(4, with({"--resume"}));
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  EXPECT_NE(d.output.find("rank 1: rebuilt version 46 "), std::string::npos) << d.output;
+  EXPECT_NE(d.output.find("from its partner copy on rank 2"), std::string::npos) << d.output;
+  EXPECT_TRUE(fs::exists(pool + ".damaged"));
+  EXPECT_NE(d.output.find("units that changed since the partner's copy"), std::string::npos) << d.output;
+  EXPECT_EQ(checksum_in(d.output), expected) << d.output;
+  // Two neighbouring nodes: rank 1's pool and its copy on rank 2 both gone.
+  ASSERT_EQ(run(4, with({"--steps", "10"})).exit_code, 0);
+  fs::remove_all(dir.path() + "/node1");
+  fs::remove_all(dir.path() + "/node2");
+  Outcome lost = run(4, with({"--resume"}));
+  EXPECT_NE(lost.exit_code, 0);
+  EXPECT_NE(lost.output.find("rank 1's pool is lost and so is its partner copy on rank 2"), std::string::npos)
+      << lost.output;
+}
+
 TEST_F(AmrMpi, LaunchRelaunchesAKilledJob) {
   const std::string expected = single();
   std::vector<std::string> a{"launch",   "-n",         "3",  "--max-restarts", "2", "--", CAIRN_AMR_MPI, "--dir",

@@ -87,6 +87,8 @@ struct Args {
   int from_ranks = 0;
   std::uint64_t pool_size = 256ull << 20;
   std::string commit = "collective";  // | local (no agreement) | none (nothing persisted): `cairn bench dist`
+  std::string redundancy = "local";   // | partner: a copy of each rank's leaves on the next node
+  int ranks_per_node = 0;             // > 0: simulated nodes of this many ranks, node k in <dir>/node<k>
 };
 
 int fail(int rank, const std::string& what) {
@@ -139,8 +141,22 @@ struct Partition {
 std::string job_file(const Args& a, int ranks, const std::string& what) {
   return a.dir + "/" + a.name + ".n" + std::to_string(ranks) + what;
 }
+// A rank's files live on its node: <dir>/node<k> when nodes are simulated.
+std::string node_dir(const Args& a, int rank) {
+  return a.ranks_per_node > 0 ? a.dir + "/node" + std::to_string(rank / a.ranks_per_node) : a.dir;
+}
+std::string rank_file(const Args& a, int rank, int ranks, const std::string& what) {
+  return node_dir(a, rank) + "/" + a.name + ".n" + std::to_string(ranks) + what;
+}
 std::string pool_path(const Args& a, int rank, int ranks) {
-  return job_file(a, ranks, ".r" + std::to_string(rank) + ".pool");
+  return rank_file(a, rank, ranks, ".r" + std::to_string(rank) + ".pool");
+}
+// With --redundancy partner, rank r keeps the copy of its source's leaves:
+// the same local rank on the node before (its partner is on the node after).
+int partner_of(const Args& a, int rank, int ranks) { return (rank + a.ranks_per_node) % ranks; }
+int source_of(const Args& a, int rank, int ranks) { return (rank - a.ranks_per_node + ranks) % ranks; }
+std::string replica_path(const Args& a, int holder, int ranks) {
+  return rank_file(a, holder, ranks, ".r" + std::to_string(source_of(a, holder, ranks)) + ".replica");
 }
 
 // "AMRPART1", level, ranks, first[ranks + 1], hash of all that: written once,
@@ -190,11 +206,78 @@ Result<Partition> read_partition(const std::string& path, int ranks, int level) 
 
 // ------------------------------------------------------ the rank's part
 
-struct Ghost {
+struct LeafRec {
   std::uint32_t level, x, y, z;
   double c;
   Octant octant() const { return {static_cast<int>(level), x, y, z}; }
 };
+
+cairn::octree::Options tree_options(const Args& a) {
+  cairn::octree::Options o;
+  o.dims = 3;
+  o.data_size = sizeof(double);
+  o.pool_size = a.pool_size;
+  o.keep_previous = true;  // the agreement's V-1 (see the top of this file)
+  o.background_gc = false;
+  return o;
+}
+
+std::uint64_t load_step(const Octree& t) {
+  std::uint64_t s;
+  std::memcpy(&s, t.root_data(), sizeof s);
+  return s;
+}
+Result<void> store_step(Octree& t, std::uint64_t step) {
+  return t.update_root([&](const Octant&, std::byte* d) {
+    std::memcpy(d, &step, sizeof step);
+    return true;
+  });
+}
+
+Result<std::unique_ptr<Octree>> fresh_tree(const std::string& path, const Args& a, std::uint64_t first_version = 1) {
+  std::error_code ec;
+  fs::remove(path, ec);
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  auto o = tree_options(a);
+  o.first_version = first_version;
+  return Octree::create(path, o);
+}
+
+// A tree of stubs at `level` refined down to `leaves` (those `mine` accepts
+// hold their fractions): how a rank's tree is rebuilt from leaves sent to it.
+Result<void> grow(Octree& t, int level, const std::vector<LeafRec>& leaves,
+                  const std::function<bool(const Octant&)>& mine) {
+  std::unordered_map<std::uint64_t, double> c;
+  std::unordered_set<std::uint64_t> above;
+  for (const LeafRec& l : leaves) {
+    c[key(l.octant())] = l.c;
+    for (Octant q = l.octant(); q.level > 0;) {
+      q = cairn::octree::parent_of(q);
+      if (!above.insert(key(q)).second) break;
+    }
+  }
+  auto r = t.uniform(level, nullptr);
+  if (r.ok())
+    r = t.refine(
+        true, [&](const Octant& q, const std::byte*) { return mine(q) && above.count(key(q)) != 0; }, nullptr);
+  std::uint64_t placed = 0;
+  bool tiles = true;
+  if (r.ok())
+    r = t.update_leaves([&](const Octant& q, std::byte* d) {
+      if (!mine(q)) return false;
+      const auto it = c.find(key(q));
+      if (it == c.end()) {
+        tiles = false;
+        return false;
+      }
+      ++placed;
+      write_c(d, it->second);
+      return true;
+    });
+  if (r.ok() && (!tiles || placed != c.size()))
+    r = cairn::make_error(Errc::corrupted, "the leaves received do not tile the units they belong to");
+  return r;
+}
 
 class Part {
  public:
@@ -209,7 +292,7 @@ class Part {
   // foreign parts are coarsened to stubs where no ghost lies and refined down
   // to every ghost, whose fraction is set. Collective.
   Result<void> refresh_ghosts() {
-    std::vector<std::vector<Ghost>> out(static_cast<std::size_t>(ranks_));
+    std::vector<std::vector<LeafRec>> out(static_cast<std::size_t>(ranks_));
     auto v = tree_->visit_leaves([&](const Octant& o, const std::byte* d) {
       if (!owns(o)) return;
       int sent[6], n = 0;
@@ -222,16 +305,16 @@ class Part {
           if (r == rank_ || std::find(sent, sent + n, r) != sent + n) continue;
           sent[n++] = r;
           out[static_cast<std::size_t>(r)].push_back(
-              Ghost{static_cast<std::uint32_t>(o.level), o.x, o.y, o.z, read_c(d)});
+              LeafRec{static_cast<std::uint32_t>(o.level), o.x, o.y, o.z, read_c(d)});
         }
     });
     if (!v.ok()) return v.error();
     std::vector<int> send_n(static_cast<std::size_t>(ranks_)), recv_n(send_n.size()), sd(send_n.size()),
         rd(send_n.size());
-    std::vector<Ghost> send;
+    std::vector<LeafRec> send;
     for (int r = 0; r < ranks_; ++r) {
-      sd[r] = static_cast<int>(send.size() * sizeof(Ghost));
-      send_n[r] = static_cast<int>(out[r].size() * sizeof(Ghost));
+      sd[r] = static_cast<int>(send.size() * sizeof(LeafRec));
+      send_n[r] = static_cast<int>(out[r].size() * sizeof(LeafRec));
       send.insert(send.end(), out[r].begin(), out[r].end());
     }
     MPI_Alltoall(send_n.data(), 1, MPI_INT, recv_n.data(), 1, MPI_INT, MPI_COMM_WORLD);
@@ -240,12 +323,12 @@ class Part {
       rd[r] = total;
       total += recv_n[r];
     }
-    std::vector<Ghost> recv(static_cast<std::size_t>(total) / sizeof(Ghost));
+    std::vector<LeafRec> recv(static_cast<std::size_t>(total) / sizeof(LeafRec));
     MPI_Alltoallv(send.data(), send_n.data(), sd.data(), MPI_BYTE, recv.data(), recv_n.data(), rd.data(), MPI_BYTE,
                   MPI_COMM_WORLD);
     ghosts_.clear();
     std::unordered_set<std::uint64_t> above;  // strict ancestors of a ghost
-    for (const Ghost& g : recv) {
+    for (const LeafRec& g : recv) {
       const Octant o = g.octant();
       ghosts_[key(o)] = g.c;
       for (Octant q = o; q.level > 0;) {
@@ -382,41 +465,118 @@ class Part {
     write_c(d, parent != nullptr ? read_c(parent) : 0.0);
   }
 
+  // ---- the partner copy (--redundancy partner)
+  // The copy this rank holds of its source's leaves, in a PM-octree of its own.
+  Octree* replica() { return replica_.get(); }
+  void set_replica(std::unique_ptr<Octree> t) { replica_ = std::move(t); }
+  bool source_owns(const Octant& o) const {
+    return o.level >= part_.level && part_.owner(unit_of(o, part_.level)) == source_of(a_, rank_, ranks_);
+  }
+  // This rank's own leaves (all, or those of `units`) as records.
+  std::vector<LeafRec> own_leaves(const Octree& t, bool of_source) const {
+    std::vector<LeafRec> out;
+    (void)t.visit_leaves([&](const Octant& o, const std::byte* d) {
+      if (of_source ? source_owns(o) : owns(o))
+        out.push_back(LeafRec{static_cast<std::uint32_t>(o.level), o.x, o.y, o.z, read_c(d)});
+    });
+    return out;
+  }
+  // Sends the partner the units of this rank that changed since the copy it
+  // holds (all of them after a start: seed 000's shipping of changed octants,
+  // a unit at a time), receives the source's, applies them to the copy held
+  // here and persists it. Collective (pairs).
+  Result<void> protect(std::uint64_t step) {
+    const int partner = partner_of(a_, rank_, ranks_), source = source_of(a_, rank_, ranks_);
+    std::unordered_map<std::uint64_t, std::uint64_t> hash;  // unit -> hash of its leaves
+    std::vector<LeafRec> leaves;
+    auto v = tree_->visit_leaves([&](const Octant& o, const std::byte* d) {
+      if (!owns(o)) return;
+      std::uint64_t& h = hash[unit_of(o, part_.level)];
+      std::uint64_t bits;
+      std::memcpy(&bits, d, sizeof bits);
+      h = cairn::util::mix64(cairn::util::mix64(h ^ key(o)) ^ bits);
+      leaves.push_back(LeafRec{static_cast<std::uint32_t>(o.level), o.x, o.y, o.z, read_c(d)});
+    });
+    if (!v.ok()) return v.error();
+    std::vector<std::uint64_t> units;
+    for (const auto& [u, h] : hash)
+      if (full_ || sent_[u] != h) units.push_back(u);
+    std::sort(units.begin(), units.end());
+    const std::unordered_set<std::uint64_t> changed(units.begin(), units.end());
+    std::vector<LeafRec> out;
+    for (const LeafRec& l : leaves)
+      if (changed.count(unit_of(l.octant(), part_.level)) != 0) out.push_back(l);
+    std::uint64_t mine[2] = {units.size(), out.size()}, theirs[2] = {0, 0};
+    MPI_Sendrecv(mine, 2, MPI_UINT64_T, partner, 11, theirs, 2, MPI_UINT64_T, source, 11, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    std::vector<std::uint64_t> their_units(theirs[0]);
+    std::vector<LeafRec> their_leaves(theirs[1]);
+    MPI_Sendrecv(units.data(), static_cast<int>(units.size()), MPI_UINT64_T, partner, 12, their_units.data(),
+                 static_cast<int>(theirs[0]), MPI_UINT64_T, source, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(out.data(), static_cast<int>(out.size() * sizeof(LeafRec)), MPI_BYTE, partner, 13, their_leaves.data(),
+                 static_cast<int>(theirs[1] * sizeof(LeafRec)), MPI_BYTE, source, 13, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    // The source's changed units, replaced in the copy.
+    const std::unordered_set<std::uint64_t> theirs_changed(their_units.begin(), their_units.end());
+    const auto in_changed = [&](const Octant& o) {
+      return o.level >= part_.level && theirs_changed.count(unit_of(o, part_.level)) != 0;
+    };
+    Octree& copy = *replica_;
+    auto r = copy.coarsen(
+        true, [&](const Octant& q, std::span<const cairn::octree::LeafView>) { return in_changed(q); },
+        [](const Octant&, std::byte* d, std::span<const cairn::octree::LeafView>) { write_c(d, 0.0); });
+    if (r.ok()) {
+      // The changed units are single leaves now: grow them as a fresh tree's.
+      std::unordered_map<std::uint64_t, double> c;
+      std::unordered_set<std::uint64_t> above;
+      for (const LeafRec& l : their_leaves) {
+        c[key(l.octant())] = l.c;
+        for (Octant q = l.octant(); q.level > 0;) {
+          q = cairn::octree::parent_of(q);
+          if (!above.insert(key(q)).second) break;
+        }
+      }
+      r = copy.refine(
+          true, [&](const Octant& q, const std::byte*) { return in_changed(q) && above.count(key(q)) != 0; }, nullptr);
+      std::uint64_t placed = 0;
+      if (r.ok())
+        r = copy.update_leaves([&](const Octant& q, std::byte* d) {
+          if (!in_changed(q)) return false;
+          const auto it = c.find(key(q));
+          if (it == c.end()) return false;
+          ++placed;
+          write_c(d, it->second);
+          return true;
+        });
+      if (r.ok() && placed != c.size())
+        r = cairn::make_error(Errc::corrupted, "the partner copy's units do not match the leaves received");
+    }
+    if (r.ok()) r = store_step(copy, step);
+    if (!r.ok()) return r;
+    auto ps = copy.persist();
+    if (!ps.ok()) return ps.error();
+    sent_ = std::move(hash);
+    full_ = false;
+    bytes_sent_ += units.size() * sizeof(std::uint64_t) + out.size() * sizeof(LeafRec);
+    units_sent_ += units.size();
+    units_owned_ += sent_.size();
+    return {};
+  }
+  std::uint64_t bytes_sent() const { return bytes_sent_; }
+  std::uint64_t units_sent() const { return units_sent_; }
+  std::uint64_t units_owned() const { return units_owned_; }
+
  private:
   const Args& a_;
   Partition part_;
   int rank_, ranks_;
   std::unique_ptr<Octree> tree_;
   std::unordered_map<std::uint64_t, double> ghosts_;  // by key: the fraction its owner sent
+  std::unique_ptr<Octree> replica_;
+  std::unordered_map<std::uint64_t, std::uint64_t> sent_;  // unit -> hash, as the partner's copy holds it
+  bool full_ = true;                                       // the partner's copy is not known: send everything
+  std::uint64_t bytes_sent_ = 0, units_sent_ = 0, units_owned_ = 0;
 };
-
-cairn::octree::Options tree_options(const Args& a) {
-  cairn::octree::Options o;
-  o.dims = 3;
-  o.data_size = sizeof(double);
-  o.pool_size = a.pool_size;
-  o.keep_previous = true;  // the agreement's V-1 (see the top of this file)
-  o.background_gc = false;
-  return o;
-}
-
-std::uint64_t load_step(const Octree& t) {
-  std::uint64_t s;
-  std::memcpy(&s, t.root_data(), sizeof s);
-  return s;
-}
-Result<void> store_step(Octree& t, std::uint64_t step) {
-  return t.update_root([&](const Octant&, std::byte* d) {
-    std::memcpy(d, &step, sizeof step);
-    return true;
-  });
-}
-
-Result<std::unique_ptr<Octree>> fresh_tree(const std::string& path, const Args& a) {
-  std::error_code ec;
-  fs::remove(path, ec);
-  return Octree::create(path, tree_options(a));
-}
 
 bool all_ok(bool ok) { return cairn::dist::all_ok(MPI_COMM_WORLD, ok); }
 
@@ -454,6 +614,16 @@ class Beat {
   Clock::time_point last_{};
 };
 
+// A new, empty partner copy: stubs at the partition's level, filled by the
+// first protect() (which sends everything).
+Result<void> fresh_replica(Part& p, const Args& a, int rank, int ranks) {
+  auto t = fresh_tree(replica_path(a, rank, ranks), a);
+  if (!t.ok()) return t.error();
+  if (auto r = t.value()->uniform(a.level_min, nullptr); !r.ok()) return r;
+  p.set_replica(std::move(t.value()));
+  return {};
+}
+
 // Collective commit: every rank's pm_persistent, then the agreement.
 Result<std::uint64_t> commit(Part& p, const Args& a, int rank, std::uint64_t step, double& seconds,
                              std::uint64_t& blocks) {
@@ -469,40 +639,162 @@ Result<std::uint64_t> commit(Part& p, const Args& a, int rank, std::uint64_t ste
   if (a.commit == "local" && !ps.ok()) return ps.error();
   if (a.commit != "local" && !all_ok(ps.ok()))
     return ps.ok() ? cairn::make_error(Errc::io_error, "another rank's persist failed") : ps.error();
+  if (p.replica() != nullptr) {
+    // Every rank holds the version; now its copy goes to the partner, and the
+    // version is global once every copy is durable too.
+    auto r = p.protect(load_step(p.tree()));
+    if (!all_ok(r.ok()))
+      return r.ok() ? cairn::make_error(Errc::io_error, "another rank's partner copy failed") : r.error();
+  }
   seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   blocks += ps.value().blocks_written;
   return ps.value().version;
 }
 
-// Restart on the job's own ranks: the version every rank holds.
-Result<std::uint64_t> restore(Part& p, const Args& a, int rank, int ranks) {
-  const std::string path = pool_path(a, rank, ranks);
-  auto v = Octree::versions(path, tree_options(a));
-  if (!all_ok(v.ok())) {
-    if (!v.ok()) return v.error();
-    return cairn::make_error(Errc::not_found, "another rank cannot restore (its message names it)");
+// Sends `leaves` and `step` to rank `to` while receiving from rank `from`
+// (either may be -1: nothing that way).
+void exchange_leaves(const std::vector<LeafRec>& leaves, std::uint64_t step, int to, std::vector<LeafRec>& got,
+                     std::uint64_t& got_step, int from) {
+  std::uint64_t head[2] = {leaves.size(), step}, in[2] = {0, 0};
+  MPI_Request req[2];
+  int n = 0;
+  if (to >= 0) MPI_Isend(head, 2, MPI_UINT64_T, to, 21, MPI_COMM_WORLD, &req[n++]);
+  if (from >= 0) MPI_Recv(in, 2, MPI_UINT64_T, from, 21, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  if (to >= 0)
+    MPI_Isend(leaves.data(), static_cast<int>(leaves.size() * sizeof(LeafRec)), MPI_BYTE, to, 22, MPI_COMM_WORLD,
+              &req[n++]);
+  if (from >= 0) {
+    got.resize(in[0]);
+    got_step = in[1];
+    MPI_Recv(got.data(), static_cast<int>(in[0] * sizeof(LeafRec)), MPI_BYTE, from, 22, MPI_COMM_WORLD,
+             MPI_STATUS_IGNORE);
   }
-  std::uint64_t g = 0;
-  MPI_Allreduce(&v.value().committed, &g, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  const bool holds = v.value().committed == g || v.value().previous == g;
-  if (!all_ok(holds)) {
-    if (holds) return cairn::make_error(Errc::no_version, "another rank lacks the global version " + std::to_string(g));
+  MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+}
+
+// Restart on the job's own ranks: the version every rank holds. With partner
+// copies, a rank whose pool is missing or damaged (a lost node) is rebuilt
+// from the copy its partner holds, and the copy it held is sent again by its
+// source; both are committed as the global version before the job goes on.
+Result<std::uint64_t> restore(Part& p, const Args& a, int rank, int ranks) {
+  const bool partnered = a.redundancy == "partner";
+  const std::string path = pool_path(a, rank, ranks);
+  const auto v = Octree::versions(path, tree_options(a));
+  const auto rv = partnered ? Octree::versions(replica_path(a, rank, ranks), tree_options(a))
+                            : cairn::Result<cairn::octree::Versions>(cairn::octree::Versions{});
+  // Who lost what: [2r] its pool, [2r + 1] the copy it holds.
+  const int mine[2] = {v.ok() ? 0 : 1, rv.ok() ? 0 : 1};
+  std::vector<int> lost(2 * static_cast<std::size_t>(ranks));
+  MPI_Allgather(mine, 2, MPI_INT, lost.data(), 2, MPI_INT, MPI_COMM_WORLD);
+  const auto own_lost = [&](int r) { return lost[2 * static_cast<std::size_t>(r)] != 0; };
+  const auto copy_lost = [&](int r) { return lost[2 * static_cast<std::size_t>(r) + 1] != 0; };
+  for (int r = 0; r < ranks; ++r) {
+    if (!own_lost(r) && !copy_lost(r)) continue;
+    if (r == rank)
+      std::fprintf(stderr, "amr-mpi rank %d: lost %s\n", rank,
+                   (!v.ok() ? v.error().message : replica_path(a, rank, ranks) + ": " + rv.error().message).c_str());
+    if (!partnered) {
+      if (!v.ok()) return v.error();
+      return cairn::make_error(Errc::not_found, "rank " + std::to_string(r) + " cannot restore (its message names it)");
+    }
+    const int holder = partner_of(a, r, ranks);
+    if (own_lost(r) && copy_lost(holder))
+      return cairn::make_error(Errc::not_found, "rank " + std::to_string(r) +
+                                                    "'s pool is lost and so is its partner "
+                                                    "copy on rank " +
+                                                    std::to_string(holder) +
+                                                    " (two neighbouring nodes lost): nothing to rebuild it from");
+  }
+  std::uint64_t g = ~0ull;
+  if (v.ok()) g = v.value().committed;
+  if (partnered && rv.ok()) g = std::min(g, rv.value().committed);
+  MPI_Allreduce(MPI_IN_PLACE, &g, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  const auto gives = [&](const cairn::Result<cairn::octree::Versions>& x) {
+    return !x.ok() || x.value().committed == g || x.value().previous == g;
+  };
+  const bool own_gives = gives(v), copy_gives = !partnered || gives(rv);
+  if (!all_ok(own_gives && copy_gives)) {
+    if (own_gives && copy_gives)
+      return cairn::make_error(Errc::no_version, "another rank lacks the global version " + std::to_string(g));
+    const auto& x = own_gives ? rv : v;
     return cairn::make_error(Errc::no_version,
-                             path + " holds version " + std::to_string(v.value().committed) +
-                                 (v.value().previous != 0 ? " and " + std::to_string(v.value().previous) : "") +
+                             (own_gives ? replica_path(a, rank, ranks) : path) + " holds version " +
+                                 std::to_string(x.value().committed) +
+                                 (x.value().previous != 0 ? " and " + std::to_string(x.value().previous) : "") +
                                  ", not the global version " + std::to_string(g) +
                                  " that another rank stopped at: it cannot go back (was it written with "
                                  "keep_previous?)");
   }
   auto o = tree_options(a);
   o.version = g;
-  auto t = Octree::restore(path, o);
+  cairn::Result<void> r;
+  if (v.ok()) {
+    auto t = Octree::restore(path, o);
+    if (t.ok())
+      p.set_tree(std::move(t.value()));
+    else
+      r = t.error();
+  }
+  if (r.ok() && partnered && rv.ok()) {
+    auto t = Octree::restore(replica_path(a, rank, ranks), o);
+    if (t.ok())
+      p.set_replica(std::move(t.value()));
+    else
+      r = t.error();
+  }
   if (a.crash_in_restore && rank == a.crash_rank) raise(SIGKILL);  // its restore done, the others' maybe not
-  if (!all_ok(t.ok())) return t.ok() ? cairn::make_error(Errc::corrupted, "another rank failed to restore") : t.error();
-  if (v.value().committed != g)
+  if (!all_ok(r.ok())) return r.ok() ? cairn::make_error(Errc::corrupted, "another rank failed to restore") : r.error();
+  if (v.ok() && v.value().committed != g)
     std::printf("amr-mpi rank %d: back from version %" PRIu64 " to the global version %" PRIu64 "\n", rank,
                 v.value().committed, g);
-  p.set_tree(std::move(t.value()));
+  if (!partnered) return g;
+  // Lost pools, from the copies their partners hold; then lost copies, from
+  // their sources' trees. Each is committed as version g.
+  const int source = source_of(a, rank, ranks), partner = partner_of(a, rank, ranks);
+  std::vector<LeafRec> got;
+  std::uint64_t step = 0;
+  exchange_leaves(own_lost(source) ? p.own_leaves(*p.replica(), true) : std::vector<LeafRec>{},
+                  p.replica() != nullptr ? load_step(*p.replica()) : 0, own_lost(source) ? source : -1, got, step,
+                  own_lost(rank) ? partner : -1);
+  if (own_lost(rank)) {
+    std::error_code ec;
+    if (fs::exists(path, ec)) fs::rename(path, path + ".damaged", ec);  // kept for inspection, never read again
+    auto t = fresh_tree(path, a, g);
+    if (t.ok()) {
+      p.set_tree(std::move(t.value()));
+      r = grow(p.tree(), a.level_min, got, [&](const Octant& q) { return p.owns(q); });
+      if (r.ok()) r = store_step(p.tree(), step);
+      if (r.ok())
+        r = p.tree().persist().ok() ? cairn::Result<void>{}
+                                    : cairn::make_error(Errc::io_error, path + ": cannot persist the rebuilt tree");
+    } else {
+      r = t.error();
+    }
+    if (r.ok())
+      std::printf("amr-mpi rank %d: rebuilt version %" PRIu64 " (%zu leaves) from its partner copy on rank %d\n", rank,
+                  g, got.size(), partner);
+  }
+  if (!all_ok(r.ok())) return r.ok() ? cairn::make_error(Errc::corrupted, "another rank failed to rebuild") : r.error();
+  got.clear();
+  std::error_code ec;
+  exchange_leaves(copy_lost(partner) ? p.own_leaves(p.tree(), false) : std::vector<LeafRec>{}, load_step(p.tree()),
+                  copy_lost(partner) ? partner : -1, got, step, copy_lost(rank) ? source : -1);
+  if (copy_lost(rank)) {
+    if (fs::exists(replica_path(a, rank, ranks), ec))
+      fs::rename(replica_path(a, rank, ranks), replica_path(a, rank, ranks) + ".damaged", ec);
+    auto t = fresh_tree(replica_path(a, rank, ranks), a, g);
+    if (t.ok()) {
+      p.set_replica(std::move(t.value()));
+      r = grow(*p.replica(), a.level_min, got, [&](const Octant& q) { return p.source_owns(q); });
+      if (r.ok()) r = store_step(*p.replica(), step);
+      if (r.ok())
+        r = p.replica()->persist().ok() ? cairn::Result<void>{}
+                                        : cairn::make_error(Errc::io_error, "cannot persist the rebuilt partner copy");
+    } else {
+      r = t.error();
+    }
+  }
+  if (!all_ok(r.ok())) return r.ok() ? cairn::make_error(Errc::corrupted, "another rank failed to rebuild") : r.error();
   return g;
 }
 
@@ -536,7 +828,7 @@ Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, in
   // Their own leaves, and the counts per unit for the new partition.
   const std::uint64_t units = std::uint64_t{1} << (3 * a.level_min);
   std::vector<std::uint64_t> count(units, 0);
-  std::vector<Ghost> leaves;
+  std::vector<LeafRec> leaves;
   std::uint64_t step_min = ~0ull, step_max = 0;
   for (int j = rank; j < a.from_ranks; j += ranks) {
     auto o = tree_options(a);
@@ -553,7 +845,7 @@ Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, in
     auto v = t.value()->visit_leaves([&](const Octant& q, const std::byte* d) {
       if (!reader.owns(q)) return;
       ++count[unit_of(q, a.level_min)];
-      leaves.push_back(Ghost{static_cast<std::uint32_t>(q.level), q.x, q.y, q.z, read_c(d)});
+      leaves.push_back(LeafRec{static_cast<std::uint32_t>(q.level), q.x, q.y, q.z, read_c(d)});
     });
     if (!v.ok()) {
       ok = false;
@@ -571,14 +863,14 @@ Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, in
                              "the old job's ranks hold different steps at version " + std::to_string(g));
   const Partition fresh = Partition::split(a.level_min, count, ranks);
   // Each leaf to its new owner.
-  std::vector<std::vector<Ghost>> out(static_cast<std::size_t>(ranks));
-  for (const Ghost& l : leaves)
+  std::vector<std::vector<LeafRec>> out(static_cast<std::size_t>(ranks));
+  for (const LeafRec& l : leaves)
     out[static_cast<std::size_t>(fresh.owner(unit_of(l.octant(), a.level_min)))].push_back(l);
   std::vector<int> sn(static_cast<std::size_t>(ranks)), rn(sn.size()), sd(sn.size()), rd(sn.size());
-  std::vector<Ghost> send;
+  std::vector<LeafRec> send;
   for (int r = 0; r < ranks; ++r) {
-    sd[r] = static_cast<int>(send.size() * sizeof(Ghost));
-    sn[r] = static_cast<int>(out[r].size() * sizeof(Ghost));
+    sd[r] = static_cast<int>(send.size() * sizeof(LeafRec));
+    sn[r] = static_cast<int>(out[r].size() * sizeof(LeafRec));
     send.insert(send.end(), out[r].begin(), out[r].end());
   }
   MPI_Alltoall(sn.data(), 1, MPI_INT, rn.data(), 1, MPI_INT, MPI_COMM_WORLD);
@@ -587,7 +879,7 @@ Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, in
     rd[r] = total;
     total += rn[r];
   }
-  std::vector<Ghost> mine_leaves(static_cast<std::size_t>(total) / sizeof(Ghost));
+  std::vector<LeafRec> mine_leaves(static_cast<std::size_t>(total) / sizeof(LeafRec));
   MPI_Alltoallv(send.data(), sn.data(), sd.data(), MPI_BYTE, mine_leaves.data(), rn.data(), rd.data(), MPI_BYTE,
                 MPI_COMM_WORLD);
   // The new partition is durable before any new tree is.
@@ -600,37 +892,10 @@ Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, in
     return t.ok() ? cairn::make_error(Errc::io_error, "another rank cannot create its pool") : t.error();
   part->set_tree(std::move(t.value()));
   Octree& tree = part->tree();
-  std::unordered_map<std::uint64_t, double> c;
-  std::unordered_set<std::uint64_t> above;
-  for (const Ghost& l : mine_leaves) {
-    c[key(l.octant())] = l.c;
-    for (Octant q = l.octant(); q.level > 0;) {
-      q = cairn::octree::parent_of(q);
-      if (!above.insert(key(q)).second) break;
-    }
-  }
-  auto r = tree.uniform(a.level_min, nullptr);
-  if (r.ok())
-    r = tree.refine(
-        true, [&](const Octant& q, const std::byte*) { return part->owns(q) && above.count(key(q)) != 0; }, nullptr);
-  std::uint64_t placed = 0;
-  bool tiles = true;
-  if (r.ok())
-    r = tree.update_leaves([&](const Octant& q, std::byte* d) {
-      if (!part->owns(q)) return false;
-      const auto it = c.find(key(q));
-      if (it == c.end()) {
-        tiles = false;
-        return false;
-      }
-      ++placed;
-      write_c(d, it->second);
-      return true;
-    });
-  if (r.ok() && (!tiles || placed != c.size()))
-    r = cairn::make_error(Errc::corrupted, "the old job's leaves do not tile this rank's units");
+  auto r = grow(tree, a.level_min, mine_leaves, [&](const Octant& q) { return part->owns(q); });
   if (r.ok()) r = part->refresh_ghosts();
   if (r.ok()) r = store_step(tree, step_min);
+  if (r.ok() && a.redundancy == "partner") r = fresh_replica(*part, a, rank, ranks);
   if (!all_ok(r.ok())) return r.ok() ? cairn::make_error(Errc::corrupted, "another rank failed to rebuild") : r.error();
   double s = 0;
   std::uint64_t b = 0;
@@ -640,7 +905,10 @@ Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, in
   // first, so a restart never reads a half-removed old job).
   if (rank == 0) fs::remove(job_file(a, a.from_ranks, ".partition"));
   MPI_Barrier(MPI_COMM_WORLD);
-  for (int j = rank; j < a.from_ranks; j += ranks) fs::remove(pool_path(a, j, a.from_ranks));
+  for (int j = rank; j < a.from_ranks; j += ranks) {
+    fs::remove(pool_path(a, j, a.from_ranks));
+    fs::remove(replica_path(a, j, a.from_ranks));
+  }
   if (rank == 0)
     std::printf("amr-mpi: repartitioned step %" PRIu64 " (version %" PRIu64 ") from %d ranks to %d\n", step_min, g,
                 a.from_ranks, ranks);
@@ -697,6 +965,7 @@ Result<void> initial(std::unique_ptr<Part>& part, const Args& a, int rank, int r
   });
   if (r.ok()) r = part->refresh_ghosts();  // the ghosts' fractions
   if (r.ok()) r = store_step(tree, 0);
+  if (r.ok() && a.redundancy == "partner") r = fresh_replica(*part, a, rank, ranks);
   return r;
 }
 
@@ -709,6 +978,11 @@ int run(const Args& a) {
   if ((std::uint64_t{1} << (3 * a.level_min)) < static_cast<std::uint64_t>(ranks))
     return fail(rank, "more ranks than octants at --level-min " + std::to_string(a.level_min));
   if (a.commit == "none" && a.resume) return fail(rank, "--commit none persists nothing to resume from");
+  if (a.redundancy == "partner" && (a.ranks_per_node < 1 || ranks % a.ranks_per_node != 0 ||
+                                    ranks / a.ranks_per_node < 2 || a.commit != "collective"))
+    return fail(rank,
+                "--redundancy partner needs --ranks-per-node K dividing the ranks into at least two nodes, and "
+                "collective commits");
   if (!(a.period > 0) || !(a.cfl > 0 && a.cfl <= 0.5) || a.persist_every == 0)
     return fail(rank, "period > 0, 0 < cfl <= 0.5 and persist-every >= 1 are required");
   std::error_code ec;
@@ -808,6 +1082,8 @@ int run(const Args& a) {
   MPI_Allreduce(MPI_IN_PLACE, &persist_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &loop_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &blocks, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  std::uint64_t partner[3] = {part->bytes_sent(), part->units_sent(), part->units_owned()};
+  MPI_Allreduce(MPI_IN_PLACE, partner, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   if (rank + 1 == ranks) {
     const double volume0 = amr::model::reference_volume(a.size);
     const double rel = std::fabs(chain.volume - volume0) / volume0;
@@ -819,6 +1095,11 @@ int run(const Args& a) {
                   ranks, a.level_min, a.size, steps, dt, first, version, chain.leaves, own_min, own_max, ghosts, rounds,
                   persist_s, seconds, blocks,
                   a.resume ? (", restored in " + std::to_string(restore_ms) + " ms").c_str() : "");
+    if (part->replica() != nullptr && partner[2] > 0)
+      std::printf("amr-mpi: partner copies: %" PRIu64 " bytes sent in all, %" PRIu64 " of %" PRIu64
+                  " units sent (%.1f %%: only the units that changed since the partner's copy)\n",
+                  partner[0], partner[1], partner[2],
+                  100.0 * static_cast<double>(partner[1]) / static_cast<double>(partner[2]));
     std::printf("amr-mpi: loop %.6f s for %" PRIu64 " steps, commit %.6f s (slowest rank), commit mode %s\n", loop_s,
                 last.value() - first, persist_s, a.commit.c_str());
     std::printf(
@@ -848,6 +1129,10 @@ int main(int argc, char** argv) {
   cli.add_option("--crash-at", a.crash_at, "SIGKILL --crash-rank at the start of this step");
   cli.add_option("--crash-in-commit", a.crash_in_commit,
                  "SIGKILL --crash-rank during the commit of this step, before its own persist");
+  cli.add_option("--redundancy", a.redundancy,
+                 "local (default) | partner: a copy of each rank's leaves on the next node")
+      ->check(CLI::IsMember({"local", "partner"}));
+  cli.add_option("--ranks-per-node", a.ranks_per_node, "simulated nodes of this many ranks, each in <dir>/node<k>");
   cli.add_flag("--crash-in-restore", a.crash_in_restore,
                "--resume: SIGKILL --crash-rank right after its own restore, before the others agree");
   cli.add_option("--crash-rank", a.crash_rank, "the rank --crash-at and --crash-in-commit kill (default 0)");

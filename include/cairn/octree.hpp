@@ -102,6 +102,10 @@ struct Options {
   // some of them committed a version the others never reached
   // (cairn/dist.hpp's agreement). Costs the blocks that version alone holds.
   bool keep_previous = false;
+  // create: the number the first persist() gives its version (the next ones
+  // follow it): a tree rebuilt to stand in for a lost one continues its
+  // numbering.
+  std::uint64_t first_version = 1;
   // restore: the version to restore; 0 the last committed one. In a tree that
   // keeps the previous version, that one may be asked for: it becomes the
   // committed version again, durably, and the newer one is discarded.

@@ -733,6 +733,8 @@ Result<void> check_options(const Options& o) {
   if (!(o.threshold_nvbm >= 0 && o.threshold_nvbm < 1))
     return make_error(Errc::invalid_argument, "threshold_nvbm must be in [0, 1)");
   if (!(o.t_transform >= 1)) return make_error(Errc::invalid_argument, "t_transform must be at least 1");
+  if (o.first_version < 1 || o.first_version > (1ull << 31))
+    return make_error(Errc::invalid_argument, "first_version must be in [1, 2^31]");
   return {};
 }
 
@@ -799,6 +801,7 @@ Result<std::unique_ptr<Octree::Impl>> format_impl(pool::Pool& pool, const Option
     t.table_ = reinterpret_cast<std::uint64_t*>(t.base_ + h.chunk_table);
     t.blocks_per_chunk_ = chunk_bytes / t.block_bytes_;
     t.keep_previous_ = o.keep_previous;
+    t.work_gen_ = static_cast<std::uint32_t>(o.first_version);
     if (auto r = pool.publish_root(kHeaderSlot, t.meta_, 0); !r.ok()) return r.error();
     // The root octant, in the working version only.
     t.work_root_ = t.alloc_block(nullptr);

@@ -460,6 +460,24 @@ TEST(Octree, KeptPreviousVersionSurvivesCollectionAndCanBeRestored) {
     }
     ASSERT_TRUE(Octree::remove(path).ok());
   }
+  // A tree created to continue another's numbering.
+  {
+    Options o = opts(3);
+    o.first_version = 41;
+    const std::string path = pool_path("first");
+    {
+      auto tr = Octree::create(path, o);
+      ASSERT_TRUE(tr.ok());
+      ASSERT_TRUE(tr.value()->uniform(2, init_code).ok());
+      EXPECT_EQ(tr.value()->persist().value().version, 41u);
+      EXPECT_EQ(tr.value()->persist().value().version, 42u);
+    }
+    auto back = Octree::restore(path, o);
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back.value()->version(), 42u);
+    o.first_version = 0;
+    EXPECT_EQ(Octree::create(pool_path("first0"), o).error().code, Errc::invalid_argument);
+  }
   // A tree that does not keep it offers only its committed version.
   const std::string path = pool_path("nokeep");
   {
