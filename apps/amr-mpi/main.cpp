@@ -20,16 +20,7 @@
 // ranks and refinement and coarsening are local. The partition is written
 // once per job (<name>.n<P>.partition) and read back on restart.
 //
-// Each rank's tree holds its own leaves, a ghost layer (the other ranks'
-// leaves that share a face with one of its own, at their true level, with
-// their fraction) and coarse stubs covering the rest of the domain. With the
-// ghost layer complete, the tree's face traversal reports, for every leaf
-// this rank owns, the same faces in the same order as the whole tree on one
-// process does, so each leaf's fluxes are summed in the same order and the
-// fractions agree bit for bit. 2:1 balance is distributed: refresh the
-// ghosts, refine own leaves that have a face neighbour more than one level
-// finer, until no rank changes; the smallest balanced refinement is unique,
-// so this is the tree one process builds.
+// The ghost layer and the distributed balance: mesh.hpp.
 //
 // Versions (cairn/dist.hpp's agreement, on the octree). Every rank persists
 // the same steps; the octree keeps the version before its committed one
@@ -37,7 +28,9 @@
 // V while others committed it, every rank can still give V-1. A commit is
 // pm_persistent, then an all-reduce; restart takes G = the smallest
 // committed version over the ranks and restores G everywhere (a rank that
-// holds G+1 goes back to G durably).
+// holds G+1 goes back to G durably). With --redundancy partner the copies
+// of each rank's leaves on the next node (mesh.hpp's Part::protect) follow
+// the same rule, and restart rebuilds a lost node's ranks from them.
 #include <fcntl.h>
 #include <mpi.h>
 #include <signal.h>
@@ -59,6 +52,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "apps/amr-mpi/mesh.hpp"
 #include "apps/amr/amr.hpp"
 #include "cairn/dist.hpp"
 #include "cairn/octree.hpp"
@@ -67,516 +61,22 @@
 
 namespace {
 
+using namespace cairn::apps::amr_mpi;
 namespace amr = cairn::apps::amr;
 namespace fs = std::filesystem;
+using amr::model::load_step;
+using amr::model::read_c;
+using amr::model::store_step;
+using amr::model::write_c;
 using cairn::Errc;
 using cairn::Result;
-using cairn::octree::Octant;
-using cairn::octree::Octree;
 using Clock = std::chrono::steady_clock;
-
-struct Args {
-  int size = 4, level_min = 2;
-  double period = 3.0, cfl = 0.3;
-  std::uint64_t persist_every = 1, step_limit = 0;
-  std::string dir, name = "amr-mpi";
-  std::int64_t crash_at = -1, crash_in_commit = -1;
-  bool crash_in_restore = false;
-  int crash_rank = 0;
-  bool resume = false, quiet = false;
-  int from_ranks = 0;
-  std::uint64_t pool_size = 256ull << 20;
-  std::string commit = "collective";  // | local (no agreement) | none (nothing persisted): `cairn bench dist`
-  std::string redundancy = "local";   // | partner: a copy of each rank's leaves on the next node
-  int ranks_per_node = 0;             // > 0: simulated nodes of this many ranks, node k in <dir>/node<k>
-};
 
 int fail(int rank, const std::string& what) {
   std::fprintf(stderr, "amr-mpi rank %d: %s\n", rank, what.c_str());
   std::fflush(stderr);
   return 2;
 }
-
-double read_c(const std::byte* d) {
-  double c;
-  std::memcpy(&c, d, sizeof c);
-  return c;
-}
-void write_c(std::byte* d, double c) { std::memcpy(d, &c, sizeof c); }
-std::uint64_t key(const Octant& o) { return cairn::octree::morton(o, 3); }
-
-// ------------------------------------------------------------ partition
-
-// The unit (octant of `level`) an octant of that level or finer lies in, as
-// its index in Morton order.
-std::uint64_t unit_of(const Octant& o, int level) { return key(o) >> (5 + 3 * (cairn::octree::kMaxLevel - level)); }
-
-struct Partition {
-  int level = 2;
-  std::vector<std::uint64_t> first;  // ranks + 1: each rank's first unit, then the unit count
-  int ranks() const { return static_cast<int>(first.size()) - 1; }
-  int owner(std::uint64_t unit) const {
-    return static_cast<int>(std::upper_bound(first.begin(), first.end(), unit) - first.begin()) - 1;
-  }
-  // Contiguous ranges of about equal weight, at least one unit each: rank r
-  // starts at the first unit whose preceding weight reaches r/P of the total.
-  static Partition split(int level, const std::vector<std::uint64_t>& weight, int ranks) {
-    Partition p;
-    p.level = level;
-    const std::uint64_t units = weight.size(), n = static_cast<std::uint64_t>(ranks);
-    std::vector<std::uint64_t> before(units + 1, 0);  // weight of the units before each
-    for (std::uint64_t u = 0; u < units; ++u) before[u + 1] = before[u] + weight[u];
-    p.first.assign(n + 1, units);
-    p.first[0] = 0;
-    for (std::uint64_t r = 1; r < n; ++r) {
-      const std::uint64_t target = before[units] * r / n;
-      const auto u =
-          static_cast<std::uint64_t>(std::lower_bound(before.begin(), before.end(), target) - before.begin());
-      p.first[r] = std::clamp<std::uint64_t>(u, p.first[r - 1] + 1, units - (n - r));
-    }
-    return p;
-  }
-};
-
-std::string job_file(const Args& a, int ranks, const std::string& what) {
-  return a.dir + "/" + a.name + ".n" + std::to_string(ranks) + what;
-}
-// A rank's files live on its node: <dir>/node<k> when nodes are simulated.
-std::string node_dir(const Args& a, int rank) {
-  return a.ranks_per_node > 0 ? a.dir + "/node" + std::to_string(rank / a.ranks_per_node) : a.dir;
-}
-std::string rank_file(const Args& a, int rank, int ranks, const std::string& what) {
-  return node_dir(a, rank) + "/" + a.name + ".n" + std::to_string(ranks) + what;
-}
-std::string pool_path(const Args& a, int rank, int ranks) {
-  return rank_file(a, rank, ranks, ".r" + std::to_string(rank) + ".pool");
-}
-// With --redundancy partner, rank r keeps the copy of its source's leaves:
-// the same local rank on the node before (its partner is on the node after).
-int partner_of(const Args& a, int rank, int ranks) { return (rank + a.ranks_per_node) % ranks; }
-int source_of(const Args& a, int rank, int ranks) { return (rank - a.ranks_per_node + ranks) % ranks; }
-std::string replica_path(const Args& a, int holder, int ranks) {
-  return rank_file(a, holder, ranks, ".r" + std::to_string(source_of(a, holder, ranks)) + ".replica");
-}
-
-// "AMRPART1", level, ranks, first[ranks + 1], hash of all that: written once,
-// durably (write, fsync, rename, fsync the directory), before any rank persists.
-constexpr std::uint64_t kPartMagic = 0x3154524150524D41ull;
-
-Result<void> write_partition(const std::string& path, const Partition& p) {
-  std::vector<std::uint64_t> w{kPartMagic, static_cast<std::uint64_t>(p.level), static_cast<std::uint64_t>(p.ranks())};
-  w.insert(w.end(), p.first.begin(), p.first.end());
-  w.push_back(cairn::util::hash_bytes(w.data(), w.size() * 8, 0));
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return cairn::make_error(Errc::io_error, "cannot create " + tmp + ": " + std::strerror(errno));
-  const auto bytes = static_cast<ssize_t>(w.size() * 8);
-  const bool ok = ::write(fd, w.data(), static_cast<std::size_t>(bytes)) == bytes && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0)
-    return cairn::make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  if (const int dfd = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return {};
-}
-
-Result<Partition> read_partition(const std::string& path, int ranks, int level) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return cairn::make_error(Errc::not_found, path + ": no partition of a job of " + std::to_string(ranks) +
-                                                  " ranks here (start without --resume, or give --from-ranks)");
-  std::vector<char> b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::vector<std::uint64_t> w(b.size() / 8);
-  std::memcpy(w.data(), b.data(), w.size() * 8);
-  if (w.size() < 4 || w[0] != kPartMagic) return cairn::make_error(Errc::foreign_file, path + " is not a partition");
-  if (b.size() % 8 != 0 || w.size() != 3 + w[2] + 2 || w.back() != cairn::util::hash_bytes(w.data(), b.size() - 8, 0))
-    return cairn::make_error(Errc::corrupted, path + " is truncated or damaged");
-  if (static_cast<int>(w[2]) != ranks || static_cast<int>(w[1]) != level)
-    return cairn::make_error(Errc::layout_mismatch, path + ": a partition of " + std::to_string(w[2]) +
-                                                        " ranks at level " + std::to_string(w[1]) + ", not " +
-                                                        std::to_string(ranks) + " at --level-min " +
-                                                        std::to_string(level));
-  Partition p;
-  p.level = level;
-  p.first.assign(w.begin() + 3, w.end() - 1);
-  return p;
-}
-
-// ------------------------------------------------------ the rank's part
-
-struct LeafRec {
-  std::uint32_t level, x, y, z;
-  double c;
-  Octant octant() const { return {static_cast<int>(level), x, y, z}; }
-};
-
-cairn::octree::Options tree_options(const Args& a) {
-  cairn::octree::Options o;
-  o.dims = 3;
-  o.data_size = sizeof(double);
-  o.pool_size = a.pool_size;
-  o.keep_previous = true;  // the agreement's V-1 (see the top of this file)
-  o.background_gc = false;
-  return o;
-}
-
-std::uint64_t load_step(const Octree& t) {
-  std::uint64_t s;
-  std::memcpy(&s, t.root_data(), sizeof s);
-  return s;
-}
-Result<void> store_step(Octree& t, std::uint64_t step) {
-  return t.update_root([&](const Octant&, std::byte* d) {
-    std::memcpy(d, &step, sizeof step);
-    return true;
-  });
-}
-
-Result<std::unique_ptr<Octree>> fresh_tree(const std::string& path, const Args& a, std::uint64_t first_version = 1) {
-  std::error_code ec;
-  fs::remove(path, ec);
-  fs::create_directories(fs::path(path).parent_path(), ec);
-  auto o = tree_options(a);
-  o.first_version = first_version;
-  return Octree::create(path, o);
-}
-
-// A tree of stubs at `level` refined down to `leaves` (those `mine` accepts
-// hold their fractions): how a rank's tree is rebuilt from leaves sent to it.
-Result<void> grow(Octree& t, int level, const std::vector<LeafRec>& leaves,
-                  const std::function<bool(const Octant&)>& mine) {
-  std::unordered_map<std::uint64_t, double> c;
-  std::unordered_set<std::uint64_t> above;
-  for (const LeafRec& l : leaves) {
-    c[key(l.octant())] = l.c;
-    for (Octant q = l.octant(); q.level > 0;) {
-      q = cairn::octree::parent_of(q);
-      if (!above.insert(key(q)).second) break;
-    }
-  }
-  auto r = t.uniform(level, nullptr);
-  if (r.ok())
-    r = t.refine(
-        true, [&](const Octant& q, const std::byte*) { return mine(q) && above.count(key(q)) != 0; }, nullptr);
-  std::uint64_t placed = 0;
-  bool tiles = true;
-  if (r.ok())
-    r = t.update_leaves([&](const Octant& q, std::byte* d) {
-      if (!mine(q)) return false;
-      const auto it = c.find(key(q));
-      if (it == c.end()) {
-        tiles = false;
-        return false;
-      }
-      ++placed;
-      write_c(d, it->second);
-      return true;
-    });
-  if (r.ok() && (!tiles || placed != c.size()))
-    r = cairn::make_error(Errc::corrupted, "the leaves received do not tile the units they belong to");
-  return r;
-}
-
-class Part {
- public:
-  Part(const Args& a, Partition p, int rank, int ranks) : a_(a), part_(std::move(p)), rank_(rank), ranks_(ranks) {}
-  const Partition& partition() const { return part_; }
-  bool owns(const Octant& o) const { return o.level >= part_.level && part_.owner(unit_of(o, part_.level)) == rank_; }
-  Octree& tree() { return *tree_; }
-  void set_tree(std::unique_ptr<Octree> t) { tree_ = std::move(t); }
-  std::uint64_t ghosts() const { return ghosts_.size(); }
-
-  // The ghost layer from the other ranks' leaves as they are now: the tree's
-  // foreign parts are coarsened to stubs where no ghost lies and refined down
-  // to every ghost, whose fraction is set. Collective.
-  Result<void> refresh_ghosts() {
-    std::vector<std::vector<LeafRec>> out(static_cast<std::size_t>(ranks_));
-    auto v = tree_->visit_leaves([&](const Octant& o, const std::byte* d) {
-      if (!owns(o)) return;
-      int sent[6], n = 0;
-      for (int axis = 0; axis < 3; ++axis)
-        for (int side = 0; side < 2; ++side) {
-          std::uint32_t p[3] = {o.x, o.y, o.z};
-          if (side == 0 ? p[axis] == 0 : p[axis] + o.length() >= cairn::octree::kRootLength) continue;
-          p[axis] = side == 0 ? p[axis] - o.length() : p[axis] + o.length();
-          const int r = part_.owner(unit_of(Octant{o.level, p[0], p[1], p[2]}, part_.level));
-          if (r == rank_ || std::find(sent, sent + n, r) != sent + n) continue;
-          sent[n++] = r;
-          out[static_cast<std::size_t>(r)].push_back(
-              LeafRec{static_cast<std::uint32_t>(o.level), o.x, o.y, o.z, read_c(d)});
-        }
-    });
-    if (!v.ok()) return v.error();
-    std::vector<int> send_n(static_cast<std::size_t>(ranks_)), recv_n(send_n.size()), sd(send_n.size()),
-        rd(send_n.size());
-    std::vector<LeafRec> send;
-    for (int r = 0; r < ranks_; ++r) {
-      sd[r] = static_cast<int>(send.size() * sizeof(LeafRec));
-      send_n[r] = static_cast<int>(out[r].size() * sizeof(LeafRec));
-      send.insert(send.end(), out[r].begin(), out[r].end());
-    }
-    MPI_Alltoall(send_n.data(), 1, MPI_INT, recv_n.data(), 1, MPI_INT, MPI_COMM_WORLD);
-    int total = 0;
-    for (int r = 0; r < ranks_; ++r) {
-      rd[r] = total;
-      total += recv_n[r];
-    }
-    std::vector<LeafRec> recv(static_cast<std::size_t>(total) / sizeof(LeafRec));
-    MPI_Alltoallv(send.data(), send_n.data(), sd.data(), MPI_BYTE, recv.data(), recv_n.data(), rd.data(), MPI_BYTE,
-                  MPI_COMM_WORLD);
-    ghosts_.clear();
-    std::unordered_set<std::uint64_t> above;  // strict ancestors of a ghost
-    for (const LeafRec& g : recv) {
-      const Octant o = g.octant();
-      ghosts_[key(o)] = g.c;
-      for (Octant q = o; q.level > 0;) {
-        q = cairn::octree::parent_of(q);
-        if (!above.insert(key(q)).second) break;
-      }
-    }
-    const auto zero = [](const Octant&, std::byte* d, const std::byte*) { write_c(d, 0.0); };
-    auto r = tree_->coarsen(
-        true,
-        [&](const Octant& p, std::span<const cairn::octree::LeafView>) {
-          return p.level >= part_.level && !owns(p) && above.count(key(p)) == 0;
-        },
-        [](const Octant&, std::byte* d, std::span<const cairn::octree::LeafView>) { write_c(d, 0.0); });
-    if (!r.ok()) return r;
-    r = tree_->refine(
-        true, [&](const Octant& o, const std::byte*) { return !owns(o) && above.count(key(o)) != 0; }, zero);
-    if (!r.ok()) return r;
-    std::uint64_t placed = 0;
-    r = tree_->update_leaves([&](const Octant& o, std::byte* d) {
-      const auto it = ghosts_.find(key(o));
-      if (it == ghosts_.end()) return false;
-      ++placed;
-      if (std::memcmp(d, &it->second, sizeof(double)) == 0) return false;  // unchanged: its block stays shared
-      write_c(d, it->second);
-      return true;
-    });
-    if (!r.ok()) return r;
-    if (placed != ghosts_.size())
-      return cairn::make_error(Errc::corrupted, "a ghost leaf lies inside one of this rank's own leaves");
-    return {};
-  }
-
-  // One transport step on the leaves this rank owns (amr.cpp's transport,
-  // faces with no own leaf skipped).
-  Result<void> transport(double t, double dt) {
-    std::vector<Octant> octant;
-    std::vector<double> c;
-    std::unordered_map<std::uint64_t, std::uint32_t> index;
-    auto v = tree_->visit_leaves([&](const Octant& o, const std::byte* d) {
-      index.emplace(key(o), static_cast<std::uint32_t>(octant.size()));
-      octant.push_back(o);
-      c.push_back(read_c(d));
-    });
-    if (!v.ok()) return v.error();
-    std::vector<double> dv(c.size(), 0.0);
-    std::string missing;
-    auto f = tree_->visit_faces(
-        [&](const cairn::octree::LeafView& a, int axis, bool upper, const cairn::octree::LeafView* b) {
-          if (b == nullptr) return;
-          const bool oa = owns(a.octant), ob = owns(b->octant);
-          if (!oa && !ob) return;
-          const Octant& other = oa ? b->octant : a.octant;
-          if (!(oa && ob) && ghosts_.count(key(other)) == 0) {
-            missing = "a leaf of this rank borders a foreign leaf that is not a ghost";
-            return;
-          }
-          const std::uint32_t ia = index.at(key(a.octant)), ib = index.at(key(b->octant));
-          const double flux = amr::model::face_flux(a.octant, axis, upper, c[ia], c[ib], t, dt, a_.period);
-          dv[ia] -= flux;
-          dv[ib] += flux;
-        });
-    if (!f.ok()) return f.error();
-    if (!missing.empty()) return cairn::make_error(Errc::corrupted, missing);
-    std::size_t i = 0;
-    return tree_->update_leaves([&](const Octant& o, std::byte* d) {
-      const std::size_t k = i++;
-      if (!owns(o) || dv[k] == 0.0) return false;
-      write_c(d, c[k] + dv[k] / amr::model::volume(o));
-      return true;
-    });
-  }
-
-  // Refinement and coarsening of own leaves (amr.cpp's adapt without its balance).
-  Result<void> adapt() {
-    auto r = tree_->refine(
-        false,
-        [&](const Octant& o, const std::byte* d) {
-          return owns(o) && amr::model::refine_wanted(o, read_c(d), a_.size);
-        },
-        copy_parent, a_.size);
-    if (!r.ok()) return r;
-    return tree_->coarsen(
-        false,
-        [&](const Octant& p, std::span<const cairn::octree::LeafView> fam) {
-          if (!owns(p)) return false;
-          double c[8];
-          for (std::size_t k = 0; k < fam.size(); ++k) c[k] = read_c(fam[k].data);
-          return amr::model::coarsen_wanted(p, c, static_cast<int>(fam.size()), a_.level_min);
-        },
-        [](const Octant&, std::byte* d, std::span<const cairn::octree::LeafView> fam) {
-          double s = 0;
-          for (const auto& k : fam) s += read_c(k.data);
-          write_c(d, s / static_cast<double>(fam.size()));
-        });
-  }
-
-  // 2:1 face balance across the ranks; leaves the ghost layer current.
-  // Collective. Returns the rounds it took.
-  Result<int> balance(const Octree::InitFn& init) {
-    for (int round = 1;; ++round) {
-      if (auto r = refresh_ghosts(); !r.ok()) return r.error();
-      int changed = 0;
-      for (;;) {
-        std::vector<Octant> own;
-        auto v = tree_->visit_leaves([&](const Octant& o, const std::byte*) {
-          if (owns(o)) own.push_back(o);
-        });
-        if (!v.ok()) return v.error();
-        std::unordered_set<std::uint64_t> split;
-        for (const Octant& o : own)
-          for (int axis = 0; axis < 3 && split.count(key(o)) == 0; ++axis)
-            for (int side = -1; side <= 1; side += 2) {
-              int dir[3] = {0, 0, 0};
-              dir[axis] = side;
-              auto n = tree_->neighbours(o, dir);
-              if (!n.ok()) return n.error();
-              for (const auto& l : n.value())
-                if (l.octant.level > o.level + 1) split.insert(key(o));
-            }
-        if (split.empty()) break;
-        auto r = tree_->refine(
-            false, [&](const Octant& o, const std::byte*) { return split.count(key(o)) != 0; }, init);
-        if (!r.ok()) return r.error();
-        changed = 1;
-      }
-      int any = 0;
-      MPI_Allreduce(&changed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-      if (any == 0) return round;
-    }
-  }
-
-  static void copy_parent(const Octant&, std::byte* d, const std::byte* parent) {
-    write_c(d, parent != nullptr ? read_c(parent) : 0.0);
-  }
-
-  // ---- the partner copy (--redundancy partner)
-  // The copy this rank holds of its source's leaves, in a PM-octree of its own.
-  Octree* replica() { return replica_.get(); }
-  void set_replica(std::unique_ptr<Octree> t) { replica_ = std::move(t); }
-  bool source_owns(const Octant& o) const {
-    return o.level >= part_.level && part_.owner(unit_of(o, part_.level)) == source_of(a_, rank_, ranks_);
-  }
-  // This rank's own leaves (all, or those of `units`) as records.
-  std::vector<LeafRec> own_leaves(const Octree& t, bool of_source) const {
-    std::vector<LeafRec> out;
-    (void)t.visit_leaves([&](const Octant& o, const std::byte* d) {
-      if (of_source ? source_owns(o) : owns(o))
-        out.push_back(LeafRec{static_cast<std::uint32_t>(o.level), o.x, o.y, o.z, read_c(d)});
-    });
-    return out;
-  }
-  // Sends the partner the units of this rank that changed since the copy it
-  // holds (all of them after a start: seed 000's shipping of changed octants,
-  // a unit at a time), receives the source's, applies them to the copy held
-  // here and persists it. Collective (pairs).
-  Result<void> protect(std::uint64_t step) {
-    const int partner = partner_of(a_, rank_, ranks_), source = source_of(a_, rank_, ranks_);
-    std::unordered_map<std::uint64_t, std::uint64_t> hash;  // unit -> hash of its leaves
-    std::vector<LeafRec> leaves;
-    auto v = tree_->visit_leaves([&](const Octant& o, const std::byte* d) {
-      if (!owns(o)) return;
-      std::uint64_t& h = hash[unit_of(o, part_.level)];
-      std::uint64_t bits;
-      std::memcpy(&bits, d, sizeof bits);
-      h = cairn::util::mix64(cairn::util::mix64(h ^ key(o)) ^ bits);
-      leaves.push_back(LeafRec{static_cast<std::uint32_t>(o.level), o.x, o.y, o.z, read_c(d)});
-    });
-    if (!v.ok()) return v.error();
-    std::vector<std::uint64_t> units;
-    for (const auto& [u, h] : hash)
-      if (full_ || sent_[u] != h) units.push_back(u);
-    std::sort(units.begin(), units.end());
-    const std::unordered_set<std::uint64_t> changed(units.begin(), units.end());
-    std::vector<LeafRec> out;
-    for (const LeafRec& l : leaves)
-      if (changed.count(unit_of(l.octant(), part_.level)) != 0) out.push_back(l);
-    std::uint64_t mine[2] = {units.size(), out.size()}, theirs[2] = {0, 0};
-    MPI_Sendrecv(mine, 2, MPI_UINT64_T, partner, 11, theirs, 2, MPI_UINT64_T, source, 11, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE);
-    std::vector<std::uint64_t> their_units(theirs[0]);
-    std::vector<LeafRec> their_leaves(theirs[1]);
-    MPI_Sendrecv(units.data(), static_cast<int>(units.size()), MPI_UINT64_T, partner, 12, their_units.data(),
-                 static_cast<int>(theirs[0]), MPI_UINT64_T, source, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    MPI_Sendrecv(out.data(), static_cast<int>(out.size() * sizeof(LeafRec)), MPI_BYTE, partner, 13, their_leaves.data(),
-                 static_cast<int>(theirs[1] * sizeof(LeafRec)), MPI_BYTE, source, 13, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE);
-    // The source's changed units, replaced in the copy.
-    const std::unordered_set<std::uint64_t> theirs_changed(their_units.begin(), their_units.end());
-    const auto in_changed = [&](const Octant& o) {
-      return o.level >= part_.level && theirs_changed.count(unit_of(o, part_.level)) != 0;
-    };
-    Octree& copy = *replica_;
-    auto r = copy.coarsen(
-        true, [&](const Octant& q, std::span<const cairn::octree::LeafView>) { return in_changed(q); },
-        [](const Octant&, std::byte* d, std::span<const cairn::octree::LeafView>) { write_c(d, 0.0); });
-    if (r.ok()) {
-      // The changed units are single leaves now: grow them as a fresh tree's.
-      std::unordered_map<std::uint64_t, double> c;
-      std::unordered_set<std::uint64_t> above;
-      for (const LeafRec& l : their_leaves) {
-        c[key(l.octant())] = l.c;
-        for (Octant q = l.octant(); q.level > 0;) {
-          q = cairn::octree::parent_of(q);
-          if (!above.insert(key(q)).second) break;
-        }
-      }
-      r = copy.refine(
-          true, [&](const Octant& q, const std::byte*) { return in_changed(q) && above.count(key(q)) != 0; }, nullptr);
-      std::uint64_t placed = 0;
-      if (r.ok())
-        r = copy.update_leaves([&](const Octant& q, std::byte* d) {
-          if (!in_changed(q)) return false;
-          const auto it = c.find(key(q));
-          if (it == c.end()) return false;
-          ++placed;
-          write_c(d, it->second);
-          return true;
-        });
-      if (r.ok() && placed != c.size())
-        r = cairn::make_error(Errc::corrupted, "the partner copy's units do not match the leaves received");
-    }
-    if (r.ok()) r = store_step(copy, step);
-    if (!r.ok()) return r;
-    auto ps = copy.persist();
-    if (!ps.ok()) return ps.error();
-    sent_ = std::move(hash);
-    full_ = false;
-    bytes_sent_ += units.size() * sizeof(std::uint64_t) + out.size() * sizeof(LeafRec);
-    units_sent_ += units.size();
-    units_owned_ += sent_.size();
-    return {};
-  }
-  std::uint64_t bytes_sent() const { return bytes_sent_; }
-  std::uint64_t units_sent() const { return units_sent_; }
-  std::uint64_t units_owned() const { return units_owned_; }
-
- private:
-  const Args& a_;
-  Partition part_;
-  int rank_, ranks_;
-  std::unique_ptr<Octree> tree_;
-  std::unordered_map<std::uint64_t, double> ghosts_;  // by key: the fraction its owner sent
-  std::unique_ptr<Octree> replica_;
-  std::unordered_map<std::uint64_t, std::uint64_t> sent_;  // unit -> hash, as the partner's copy holds it
-  bool full_ = true;                                       // the partner's copy is not known: send everything
-  std::uint64_t bytes_sent_ = 0, units_sent_ = 0, units_owned_ = 0;
-};
 
 bool all_ok(bool ok) { return cairn::dist::all_ok(MPI_COMM_WORLD, ok); }
 
@@ -798,6 +298,20 @@ Result<std::uint64_t> restore(Part& p, const Args& a, int rank, int ranks) {
   return g;
 }
 
+// A job's layout on `ranks` ranks: its partition made durable (rank 0), then
+// each rank's part with a fresh tree. Collective.
+Result<void> new_layout(std::unique_ptr<Part>& part, const Args& a, const Partition& p, int rank, int ranks) {
+  const std::string path = job_file(a, ranks, ".partition");
+  if (!all_ok(rank != 0 || write_partition(path, p).ok()))
+    return cairn::make_error(Errc::io_error, "cannot write " + path);
+  part = std::make_unique<Part>(a, p, rank, ranks);
+  auto t = fresh_tree(pool_path(a, rank, ranks), a);
+  if (!all_ok(t.ok()))
+    return t.ok() ? cairn::make_error(Errc::io_error, "another rank cannot create its pool") : t.error();
+  part->set_tree(std::move(t.value()));
+  return {};
+}
+
 // Restart on another number of ranks: the old job's ranks are read (new
 // rank i reads old ranks i, i+P, ...) at the version all of them hold, their
 // leaves go to their new owners (a new partition by their counts), and the
@@ -866,31 +380,8 @@ Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, in
   std::vector<std::vector<LeafRec>> out(static_cast<std::size_t>(ranks));
   for (const LeafRec& l : leaves)
     out[static_cast<std::size_t>(fresh.owner(unit_of(l.octant(), a.level_min)))].push_back(l);
-  std::vector<int> sn(static_cast<std::size_t>(ranks)), rn(sn.size()), sd(sn.size()), rd(sn.size());
-  std::vector<LeafRec> send;
-  for (int r = 0; r < ranks; ++r) {
-    sd[r] = static_cast<int>(send.size() * sizeof(LeafRec));
-    sn[r] = static_cast<int>(out[r].size() * sizeof(LeafRec));
-    send.insert(send.end(), out[r].begin(), out[r].end());
-  }
-  MPI_Alltoall(sn.data(), 1, MPI_INT, rn.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  int total = 0;
-  for (int r = 0; r < ranks; ++r) {
-    rd[r] = total;
-    total += rn[r];
-  }
-  std::vector<LeafRec> mine_leaves(static_cast<std::size_t>(total) / sizeof(LeafRec));
-  MPI_Alltoallv(send.data(), sn.data(), sd.data(), MPI_BYTE, mine_leaves.data(), rn.data(), rd.data(), MPI_BYTE,
-                MPI_COMM_WORLD);
-  // The new partition is durable before any new tree is.
-  const std::string part_path = job_file(a, ranks, ".partition");
-  if (rank == 0) ok = write_partition(part_path, fresh).ok();
-  if (!all_ok(ok)) return cairn::make_error(Errc::io_error, "cannot write " + part_path);
-  part = std::make_unique<Part>(a, fresh, rank, ranks);
-  auto t = fresh_tree(pool_path(a, rank, ranks), a);
-  if (!all_ok(t.ok()))
-    return t.ok() ? cairn::make_error(Errc::io_error, "another rank cannot create its pool") : t.error();
-  part->set_tree(std::move(t.value()));
+  const std::vector<LeafRec> mine_leaves = to_owners(out);
+  if (auto n = new_layout(part, a, fresh, rank, ranks); !n.ok()) return n.error();
   Octree& tree = part->tree();
   auto r = grow(tree, a.level_min, mine_leaves, [&](const Octant& q) { return part->owns(q); });
   if (r.ok()) r = part->refresh_ghosts();
@@ -939,16 +430,7 @@ Result<void> initial(std::unique_ptr<Part>& part, const Args& a, int rank, int r
     count[u] = leaves(o);
   }
   MPI_Allreduce(MPI_IN_PLACE, count.data(), static_cast<int>(units), MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-  const Partition p = Partition::split(a.level_min, count, ranks);
-  bool ok = true;
-  const std::string part_path = job_file(a, ranks, ".partition");
-  if (rank == 0) ok = write_partition(part_path, p).ok();
-  if (!all_ok(ok)) return cairn::make_error(Errc::io_error, "cannot write " + part_path);
-  part = std::make_unique<Part>(a, p, rank, ranks);
-  auto t = fresh_tree(pool_path(a, rank, ranks), a);
-  if (!all_ok(t.ok()))
-    return t.ok() ? cairn::make_error(Errc::io_error, "another rank cannot create its pool") : t.error();
-  part->set_tree(std::move(t.value()));
+  if (auto n = new_layout(part, a, Partition::split(a.level_min, count, ranks), rank, ranks); !n.ok()) return n.error();
   Octree& tree = part->tree();
   auto r = tree.uniform(a.level_min, nullptr);
   if (r.ok())

@@ -97,6 +97,26 @@ void Checksum::add(const Octant& o, double c) {
   }
 }
 
+double read_c(const std::byte* d) {
+  double c;
+  std::memcpy(&c, d, sizeof c);
+  return c;
+}
+void write_c(std::byte* d, double c) { std::memcpy(d, &c, sizeof c); }
+
+std::uint64_t load_step(const octree::Octree& t) {
+  std::uint64_t s;
+  std::memcpy(&s, t.root_data(), sizeof s);
+  return s;
+}
+
+Result<void> store_step(octree::Octree& t, std::uint64_t step) {
+  return t.update_root([&](const Octant&, std::byte* d) {
+    std::memcpy(d, &step, sizeof step);
+    return true;
+  });
+}
+
 }  // namespace model
 
 using namespace model;
@@ -107,27 +127,7 @@ using octree::Octant;
 using octree::Octree;
 using Clock = std::chrono::steady_clock;
 
-double read_c(const std::byte* d) {
-  double c;
-  std::memcpy(&c, d, sizeof c);
-  return c;
-}
-void write_c(std::byte* d, double c) { std::memcpy(d, &c, sizeof c); }
-
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-std::uint64_t load_step(const Octree& t) {
-  std::uint64_t s;
-  std::memcpy(&s, t.root_data(), sizeof s);
-  return s;
-}
-
-Result<void> store_step(Octree& t, std::uint64_t step) {
-  return t.update_root([&](const Octant&, std::byte* d) {
-    std::memcpy(d, &step, sizeof step);
-    return true;
-  });
-}
 
 // The leaves, their fractions and where each leaf is (by Morton position).
 struct Leaves {

@@ -107,6 +107,12 @@ double reference_volume(int level_max);
 Result<std::uint64_t> last_step(const Config& c, std::uint64_t first, std::uint64_t steps);
 // At the start of step s: note the catch-up time, SIGKILL at --crash-at.
 void step_begins(const Config& c, std::uint64_t s, double seconds_so_far, Report& report);
+// A leaf's payload is its fraction; the root octant's payload is the step
+// (committed with the tree).
+double read_c(const std::byte* d);
+void write_c(std::byte* d, double c);
+std::uint64_t load_step(const octree::Octree& t);
+Result<void> store_step(octree::Octree& t, std::uint64_t step);
 // The run's checksum: leaves and fractions in Morton order, equal for every backend.
 struct Checksum {
   std::uint64_t h = 0x243F6A8885A308D3ull;
