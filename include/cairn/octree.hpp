@@ -131,6 +131,7 @@ struct Stats {
   std::uint64_t chunk_blocks = 0;         // blocks the chunks hold in all
   std::uint64_t committed_version = 0;
   std::uint64_t previous_version = 0;  // the version kept before it (keep_previous), 0: none
+  std::uint64_t previous_blocks = 0;   // pool blocks only that version reaches (kept from reuse)
   int depth = 0;                       // finest leaf level
   std::uint64_t c0_regions = 0;
   std::uint64_t merges = 0;  // C0 regions merged into C1 for lack of DRAM
@@ -243,6 +244,9 @@ class Octree {
       int parts, const std::function<double(const Octant&, const std::byte*)>& weight) const;
   // Checksum of V(i): every leaf's octant and payload, in Morton order.
   Result<std::uint64_t> checksum() const;
+  // The same of the version kept before the committed one (keep_previous);
+  // Errc::no_version if none is kept. Reads it without making it current.
+  Result<std::uint64_t> previous_checksum() const;
   Result<std::uint64_t> leaf_count() const;
 
   // The leaf mesh as a VTK unstructured grid (.vtu, ASCII), with the level
@@ -277,6 +281,7 @@ class Octree {
   class Impl;
 
  private:
+  Result<std::uint64_t> checksum_from(std::uint64_t root) const;
   friend struct detail::Factory;
   explicit Octree(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -20,6 +20,9 @@ struct Internal {
   bool skip_copy_on_write = false;
   // Broken: garbage collection marks only from the working version.
   bool gc_ignores_committed = false;
+  // Broken: with keep_previous, garbage collection does not mark from the
+  // kept previous version, so its blocks are reused while it is kept.
+  bool gc_ignores_previous = false;
   // Broken: a DRAM (C0) block changed after a persist keeps its twin, so the
   // next persist commits the twin's old contents.
   bool stale_twin = false;

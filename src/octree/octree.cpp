@@ -58,8 +58,15 @@ constexpr unsigned kHeaderSlot = 0, kRecordSlot = 1;
 constexpr std::uint64_t kNoParent = ~std::uint64_t{0};  // the root block's parent code
 constexpr std::size_t kHeaderBytes = 128, kRecordBytes = 128;
 // Header flag: the version before the committed one is kept intact
-// (Options::keep_previous). Pools without it have 0 there.
+// (Options::keep_previous). Pools without it have 0 there. Such a tree has
+// three record places (generation g in place g % 3), so that the record of
+// the kept version is not overwritten by the next persist before its commit
+// point either: a crash during that persist still finds it.
 constexpr std::uint64_t kKeepsPrevious = 1;
+std::uint64_t record_places(std::uint64_t flags) { return (flags & kKeepsPrevious) != 0 ? 3 : 2; }
+std::uint64_t record_at(std::uint64_t meta, std::uint64_t flags, std::uint64_t generation) {
+  return meta + kHeaderBytes + (generation % record_places(flags)) * kRecordBytes;
+}
 
 struct TreeHeader {
   std::uint64_t magic;
@@ -680,7 +687,8 @@ class Octree::Impl {
     Marks m = fresh_marks(chunks_.size());
     if (committed_root_ != 0 && !internal_.gc_ignores_committed)
       mark(committed_root_, kNoParent, m, chunk_index_, work_gen_);
-    if (previous_root_ != 0) mark(previous_root_, kNoParent, m, chunk_index_, work_gen_);
+    if (previous_root_ != 0 && !internal_.gc_ignores_previous)
+      mark(previous_root_, kNoParent, m, chunk_index_, work_gen_);
     mark(work_root_, kNoParent, m, chunk_index_, work_gen_);
     free_.clear();
     for (std::size_t c = 0; c < chunks_.size(); ++c) {
@@ -782,7 +790,8 @@ Result<std::unique_ptr<Octree::Impl>> format_impl(pool::Pool& pool, const Option
                                                          std::max<std::uint64_t>(1u << 20, t.block_bytes_ * 16));
     const std::uint64_t chunk_bytes = (want + bs - 1) / bs * bs;
     const std::uint64_t capacity = pool.size() / chunk_bytes + 1;
-    auto meta = pool.arena().alloc(kHeaderBytes + 2 * kRecordBytes + capacity * 8);
+    const std::uint64_t flags = o.keep_previous ? kKeepsPrevious : 0;
+    auto meta = pool.arena().alloc(kHeaderBytes + record_places(flags) * kRecordBytes + capacity * 8);
     if (!meta.ok()) return meta.error();
     t.meta_ = meta.value();
     t.header_ = reinterpret_cast<TreeHeader*>(t.base_ + t.meta_);
@@ -793,9 +802,9 @@ Result<std::unique_ptr<Octree::Impl>> format_impl(pool::Pool& pool, const Option
     h.data_size = o.data_size;
     h.block_bytes = static_cast<std::uint32_t>(t.block_bytes_);
     h.chunk_bytes = chunk_bytes;
-    h.chunk_table = t.meta_ + kHeaderBytes + 2 * kRecordBytes;
+    h.chunk_table = t.meta_ + kHeaderBytes + record_places(flags) * kRecordBytes;
     h.chunk_capacity = capacity;
-    h.flags = o.keep_previous ? kKeepsPrevious : 0;
+    h.flags = flags;
     h.checksum = header_checksum(h);
     pool.memcpy_persist(t.header_, &h, sizeof h);
     t.table_ = reinterpret_cast<std::uint64_t*>(t.base_ + h.chunk_table);
@@ -847,7 +856,7 @@ Result<Records> read_records(const pool::Pool& pool, const Options& o, std::size
   const pool::RootSlot rs = pool.root(kRecordSlot);
   if (rs.offset == 0)
     return make_error(Errc::no_version, path + ": the tree was never persisted (pm_persistent); nothing to restore");
-  if (rs.offset != r.meta + kHeaderBytes + (rs.version % 2) * kRecordBytes)
+  if (rs.offset != record_at(r.meta, h.flags, rs.version))
     return make_error(Errc::corrupted, path + ": the commit record is not where the header says");
   r.committed = reinterpret_cast<const Record*>(base + rs.offset);
   const Record& c = *r.committed;
@@ -857,7 +866,7 @@ Result<Records> read_records(const pool::Pool& pool, const Options& o, std::size
                       path + ": the commit record of version " + std::to_string(rs.version) + " fails its checks");
   // The version before it, when the tree keeps it: the record in the other
   // place, one generation older and intact.
-  r.previous_at = r.meta + kHeaderBytes + ((rs.version + 1) % 2) * kRecordBytes;
+  r.previous_at = record_at(r.meta, h.flags, rs.version + record_places(h.flags) - 1);
   const Record& p = *reinterpret_cast<const Record*>(base + r.previous_at);
   if ((h.flags & kKeepsPrevious) != 0 && p.magic == kRecordMagic && p.checksum == record_checksum(p) &&
       p.generation + 1 == c.generation && p.chunk_count <= c.chunk_count)
@@ -892,8 +901,13 @@ Result<std::unique_ptr<Octree::Impl>> attach_impl(pool::Pool& pool, const Option
                         path + " holds version " + std::to_string(committed->generation) +
                             (previous != nullptr ? " and " + std::to_string(previous->generation) : std::string()) +
                             ", not version " + std::to_string(o.version));
-    // Back to the previous version, durably: the selector names its record
-    // again and the newer one is abandoned (the next persist overwrites it).
+    // Back to the previous version, durably: first the record of the version
+    // before it is voided (its blocks were not kept while the newer version
+    // was committed, so it must not pass for a kept version afterwards), then
+    // the selector names the previous record again and the newer one is
+    // abandoned (the next persist overwrites it).
+    const std::uint64_t zero = 0;
+    t.pool_->memcpy_persist(t.base_ + record_at(t.meta_, h.flags, previous->generation + 2), &zero, sizeof zero);
     if (auto r = t.pool_->publish_root(kRecordSlot, found.value().previous_at, previous->generation); !r.ok())
       return r.error();
     committed = previous;
@@ -902,7 +916,8 @@ Result<std::unique_ptr<Octree::Impl>> attach_impl(pool::Pool& pool, const Option
   const Record& rec = *committed;
   // The arena: the header extent and every committed chunk (O(chunks)).
   auto rb = t.pool_->arena().rebuild();
-  if (auto m = rb.mark(t.meta_, kHeaderBytes + 2 * kRecordBytes + h.chunk_capacity * 8); !m.ok()) return m.error();
+  if (auto m = rb.mark(t.meta_, kHeaderBytes + record_places(h.flags) * kRecordBytes + h.chunk_capacity * 8); !m.ok())
+    return m.error();
   for (std::uint64_t c = 0; c < rec.chunk_count; ++c) {
     if (auto m = rb.mark(t.table_[c], h.chunk_bytes); !m.ok())
       return make_error(Errc::corrupted, path + ": chunk " + std::to_string(c) + ": " + m.error().message);
@@ -1039,7 +1054,7 @@ Result<PersistStats> Octree::persist() {
     ps.bytes_written = t.dirty_.size() * t.block_bytes_;
     // The record, in the place the live one does not use; then the commit word.
     const std::uint64_t gen = t.work_gen_;
-    const std::uint64_t at = t.meta_ + kHeaderBytes + (gen % 2) * kRecordBytes;
+    const std::uint64_t at = record_at(t.meta_, t.header_->flags, gen);
     Record rec{};
     rec.magic = kRecordMagic;
     rec.generation = gen;
@@ -1101,11 +1116,19 @@ Result<void> Octree::visit_leaves(const VisitFn& fn) const {
   });
 }
 
-Result<std::uint64_t> Octree::checksum() const {
+Result<std::uint64_t> Octree::checksum() const { return checksum_from(impl_->work_root_); }
+
+Result<std::uint64_t> Octree::previous_checksum() const {
+  if (impl_->previous_root_ == 0)
+    return make_error(Errc::no_version, impl_->file_ + ": no previous version is kept (keep_previous)");
+  return checksum_from(impl_->previous_root_);
+}
+
+Result<std::uint64_t> Octree::checksum_from(std::uint64_t root) const {
   const Impl& t = *impl_;
   return guard([&]() -> Result<std::uint64_t> {
     std::uint64_t h = 0x243F6A8885A308D3ull;
-    walk(t, t.work_root_, Octant{}, true, [&](const Octant& o, const std::byte* d) {
+    walk(t, root, Octant{}, true, [&](const Octant& o, const std::byte* d) {
       h = util::hash_combine(h, util::mix64(pack(o)));
       if (t.data_size_ > 0) h = util::hash_combine(h, util::hash_bytes(d, t.data_size_));
     });
@@ -1613,6 +1636,19 @@ Result<Stats> Octree::stats() const {
       if (!in_dram(r)) ++nvm_blocks;
     for (const Ref r : committed)
       if (!work.count(r)) ++nvm_blocks;
+    if (t.previous_root_ != 0) {
+      std::unordered_set<Ref> seen;
+      std::vector<Ref> todo{t.previous_root_};
+      while (!todo.empty()) {
+        const Ref r = todo.back();
+        todo.pop_back();
+        if (committed.count(r) || work.count(r) || !seen.insert(r).second) continue;
+        ++st.previous_blocks;
+        const int n = r == t.previous_root_ ? 1 : t.fan_;
+        for (int s = 0; s < n; ++s)
+          if (const Ref c = t.child(r, s); c != 0) todo.push_back(c);
+      }
+    }
     st.nvm_bytes = nvm_blocks * t.block_bytes_;
     st.version_bytes = st.blocks * t.block_bytes_;
     st.free_blocks = t.free_.size();

@@ -81,6 +81,7 @@ std::vector<Share> shares() {
       {"octree", Durability::msync, 0.01},
       {"octree.2d", Durability::adr, 0.008},
       {"octree.2d", Durability::eadr, 0.002},
+      {"octree.keep_previous", Durability::adr, 0.006},
   };
   for (const auto& r : persist::detail::registry()) {
     if (r.crash != persist::detail::CrashHarness::pool) continue;

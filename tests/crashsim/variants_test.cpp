@@ -53,8 +53,8 @@ TEST(BrokenVariants, ThereAreAtLeastTen) { EXPECT_GE(broken_names().size(), 10u)
 // The PM-octree's broken variants (octree/internal.hpp) stay in the list above.
 TEST(BrokenVariants, IncludeThePmOctreeOnes) {
   const auto names = broken_names();
-  for (const char* n :
-       {"octree.publish_before_flush", "octree.no_copy_on_write", "octree.gc_ignores_committed", "octree.stale_twin"})
+  for (const char* n : {"octree.publish_before_flush", "octree.no_copy_on_write", "octree.gc_ignores_committed",
+                        "octree.stale_twin", "octree.gc_ignores_previous"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
 }
 

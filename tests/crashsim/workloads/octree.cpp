@@ -8,6 +8,8 @@
 // recovery frees exactly the blocks no version reaches.
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "cairn/extended/pool.hpp"
 #include "octree/internal.hpp"
@@ -127,6 +129,9 @@ struct Params {
   unsigned gc_first_odds = 2;   // a collection before a step with odds 1 in this (0: never)
   double threshold_nvbm = 0.1;  // Options::threshold_nvbm
   OctreeMesh mesh;
+  // Options::keep_previous: recovery also checks the kept version before the
+  // committed one against what was committed under its number.
+  bool keep_previous = false;
   ot::detail::Internal internal;
 };
 
@@ -166,12 +171,14 @@ class OctreeSteps final : public Structure {
       return make_error(r.error().code, "verify after recovery and gc: " + r.error().message);
     auto s = tree_->stats();
     if (!s.ok()) return std::move(s).error();
-    const std::uint64_t reachable = s.value().nvm_bytes / s.value().block_bytes;
+    if (p_.keep_previous)
+      if (auto r = check_previous(s.value()); !r.ok()) return r.error();
+    const std::uint64_t reachable = s.value().nvm_bytes / s.value().block_bytes + s.value().previous_blocks;
     if (reachable + s.value().free_blocks != s.value().chunk_blocks)
       return make_error(Errc::corrupted, "the collection after recovery leaves " + std::to_string(reachable) +
                                              " reachable and " + std::to_string(s.value().free_blocks) +
                                              " free blocks of " + std::to_string(s.value().chunk_blocks));
-    blocks_ = arena_blocks(pool, s.value());
+    blocks_ = arena_blocks(pool, s.value(), p_.keep_previous ? 3 : 2);
     if (blocks_ == 0)
       return make_error(Errc::corrupted, "octree workload: " + std::to_string(s.value().chunk_blocks) +
                                              " blocks are not whole chunks (did the chunk geometry of octree.cpp "
@@ -209,7 +216,26 @@ class OctreeSteps final : public Structure {
     // machine's free memory or on a collector thread's timing.
     o.threshold_dram = 0;
     o.background_gc = false;
+    o.keep_previous = p_.keep_previous;
     return o;
+  }
+
+  // The kept version is the one before the committed one, intact: its
+  // checksum is one that version's number was committed with (a run and the
+  // steps after its recoveries may commit different trees under one number).
+  Result<void> check_previous(const ot::Stats& s) const {
+    const std::uint64_t committed = tree_->version();
+    if (committed <= 1) return {};
+    if (s.previous_version != committed - 1)
+      return make_error(Errc::corrupted, "keep_previous: version " + std::to_string(committed) + " keeps version " +
+                                             std::to_string(s.previous_version) + ", not the one before it");
+    auto sum = tree_->previous_checksum();
+    if (!sum.ok()) return make_error(sum.error().code, "keep_previous: " + sum.error().message);
+    const auto it = sums_.find(committed - 1);
+    if (it != sums_.end() && it->second.count(sum.value()) == 0)
+      return make_error(Errc::corrupted, "keep_previous: the kept version " + std::to_string(committed - 1) +
+                                             " is not the tree committed under that number");
+    return {};
   }
 
   // persist() commits what is in the tree already: the in-flight version is
@@ -230,6 +256,11 @@ class OctreeSteps final : public Structure {
                                              ", expected " + std::to_string(number));
     }
     model.end();
+    if (p_.keep_previous) {
+      auto sum = tree_->checksum();
+      if (!sum.ok()) return std::move(sum).error();
+      sums_[number].insert(sum.value());
+    }
     return {};
   }
 
@@ -249,13 +280,13 @@ class OctreeSteps final : public Structure {
     return v;
   }
 
-  // Arena blocks of the header extent (header, two record places, the chunk
-  // table) and of the committed chunks, computed as format() lays them out
-  // (src/octree/octree.cpp: chunks of a thirty-second of the pool, between
-  // 16 family blocks and 1 MiB). 0 if the chunk blocks are not whole chunks:
-  // a layout change there shows here as an error, not as a silently skipped
-  // leak check.
-  static std::uint64_t arena_blocks(pool::Pool& pool, const ot::Stats& s) {
+  // Arena blocks of the header extent (header, record places: two, three
+  // with keep_previous; the chunk table) and of the committed chunks,
+  // computed as format() lays them out (src/octree/octree.cpp: chunks of a
+  // thirty-second of the pool, between 16 family blocks and 1 MiB). 0 if the
+  // chunk blocks are not whole chunks: a layout change there shows here as
+  // an error, not as a silently skipped leak check.
+  static std::uint64_t arena_blocks(pool::Pool& pool, const ot::Stats& s, std::uint64_t record_places) {
     const std::uint64_t bb = s.block_bytes, bs = pool.arena().block_size();
     const std::uint64_t want =
         std::clamp<std::uint64_t>(pool.size() / 32, bb * 16, std::max<std::uint64_t>(1u << 20, bb * 16));
@@ -263,13 +294,15 @@ class OctreeSteps final : public Structure {
     const std::uint64_t per_chunk = chunk_bytes / bb;
     if (s.chunk_blocks % per_chunk != 0) return 0;
     const std::uint64_t capacity = pool.size() / chunk_bytes + 1;
-    return pool.arena().blocks_for(128 + 2 * 128 + capacity * 8) + s.chunk_blocks / per_chunk * (chunk_bytes / bs);
+    return pool.arena().blocks_for(128 + record_places * 128 + capacity * 8) +
+           s.chunk_blocks / per_chunk * (chunk_bytes / bs);
   }
 
   Params p_;
   std::unique_ptr<ot::Octree> tree_;
-  const pool::Pool* pool_ = nullptr;  // the pool tree_ was made on
-  std::uint64_t blocks_ = 0;          // of the last recovered version
+  const pool::Pool* pool_ = nullptr;                       // the pool tree_ was made on
+  std::uint64_t blocks_ = 0;                               // of the last recovered version
+  std::map<std::uint64_t, std::set<std::uint64_t>> sums_;  // keep_previous: checksums committed per number
 };
 
 Workload make(const char* name, const char* what, const Params& p, unsigned steps, bool broken) {
@@ -313,7 +346,10 @@ Params quadtree() {
 }  // namespace
 
 std::vector<Workload> octree_workloads() {
-  Params publish = octree3d(), cow = octree3d(), gc = octree3d(), twin = octree3d();
+  Params publish = octree3d(), cow = octree3d(), gc = octree3d(), twin = octree3d(), keep = octree3d();
+  keep.keep_previous = true;
+  Params keep_broken = keep;
+  keep_broken.internal.gc_ignores_previous = true;
   publish.internal.publish_before_flush = true;
   cow.internal.skip_copy_on_write = true;
   gc.internal.gc_ignores_committed = true;
@@ -338,6 +374,13 @@ std::vector<Workload> octree_workloads() {
       make("octree.stale_twin",
            "broken: a C0 block changed after a persist keeps its pool twin, which the next persist commits unchanged",
            twin, 8, true),
+      make("octree.keep_previous",
+           "PM-octree keeping the version before the committed one (keep_previous, what amr-mpi's agreement needs): "
+           "as `octree`, and recovery checks the kept version against the tree committed under its number",
+           keep, 16, false),
+      make("octree.gc_ignores_previous",
+           "broken: with keep_previous, collections do not mark from the kept version (its blocks are reused)",
+           keep_broken, 12, true),
   };
 }
 
