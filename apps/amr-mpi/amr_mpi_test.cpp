@@ -169,6 +169,20 @@ TEST_F(AmrMpi, LaunchRelaunchesAKilledJob) {
   EXPECT_EQ(checksum_in(o.output), expected) << o.output;
 }
 
+// A hung rank (SIGSTOP) stops beating: cairn launch declares it dead after
+// T_timeout, ends the job and relaunches it at the global version.
+TEST_F(AmrMpi, LaunchRelaunchesAJobWithAHungRank) {
+  const std::string expected = single();
+  std::vector<std::string> a{"launch",      "-n",    "4",        "--timeout", "auto", "--max-restarts", "2", "--",
+                             CAIRN_AMR_MPI, "--dir", dir.path(), "--stop-at", "20",   "--crash-rank",   "2"};
+  a.insert(a.end(), kCase.begin(), kCase.end());
+  Outcome o = cairn::testing::run_program(CAIRN_TOOL, a);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("declared dead"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("from step 20 "), std::string::npos) << o.output;
+  EXPECT_EQ(checksum_in(o.output), expected) << o.output;
+}
+
 TEST_F(AmrMpi, BadInputGetsAMessageNamingTheProblem) {
   // Nothing to resume from.
   Outcome none = run(2, {"--resume"});

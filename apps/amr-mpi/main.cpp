@@ -515,9 +515,11 @@ int run(const Args& a) {
   int rounds = 0;
   const auto loop0 = Clock::now();
   for (std::uint64_t s = first; s < last.value(); ++s) {
-    if (a.crash_at >= 0 && static_cast<std::uint64_t>(a.crash_at) == s && rank == a.crash_rank &&
-        !(a.resume && s == first))
-      raise(SIGKILL);
+    // Not in the first step of a resumed run: a relaunch with the same
+    // switches (cairn launch) resumes there and must get past it.
+    const bool fault_here = rank == a.crash_rank && !(a.resume && s == first);
+    if (fault_here && a.crash_at >= 0 && static_cast<std::uint64_t>(a.crash_at) == s) raise(SIGKILL);
+    if (fault_here && a.stop_at >= 0 && static_cast<std::uint64_t>(a.stop_at) == s) raise(SIGSTOP);  // hangs
     auto r = part->transport(static_cast<double>(s) * dt, dt);
     if (r.ok()) r = part->adapt();
     if (!all_ok(r.ok())) return fail(rank, r.ok() ? "another rank failed" : r.error().message);
@@ -609,6 +611,7 @@ int main(int argc, char** argv) {
   cli.add_option("--name", a.name, "base name of the job's files");
   cli.add_option("--pool-size", a.pool_size, "bytes of each rank's pool");
   cli.add_option("--crash-at", a.crash_at, "SIGKILL --crash-rank at the start of this step");
+  cli.add_option("--stop-at", a.stop_at, "SIGSTOP --crash-rank at the start of this step (a hung rank)");
   cli.add_option("--crash-in-commit", a.crash_in_commit,
                  "SIGKILL --crash-rank during the commit of this step, before its own persist");
   cli.add_option("--redundancy", a.redundancy,

@@ -40,7 +40,7 @@ struct Args {
   double period = 3.0, cfl = 0.3;
   std::uint64_t persist_every = 1, step_limit = 0;
   std::string dir, name = "amr-mpi";
-  std::int64_t crash_at = -1, crash_in_commit = -1;
+  std::int64_t crash_at = -1, crash_in_commit = -1, stop_at = -1;
   bool crash_in_restore = false;
   int crash_rank = 0;
   bool resume = false, quiet = false;
