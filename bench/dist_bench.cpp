@@ -378,20 +378,36 @@ Result<void> run_octree(const DistBenchOptions& o, Runner& run, DistReport& rep)
   const std::string size_key = "octree:" + std::to_string(o.octree_level) + ":" + std::to_string(o.octree_steps);
   for (int round = 0; round < o.repeats; ++round)
     for (auto& row : rep.octree) {
+      // partner: the collective commit with a copy of each rank's changed
+      // units on the next node (one rank per simulated node; two ranks at least).
       std::vector<std::string> modes = {"none", "local", "collective"};
-      std::rotate(modes.begin(), modes.begin() + round % 3, modes.end());
+      if (row.ranks >= 2) modes.push_back("partner");
+      std::rotate(modes.begin(), modes.begin() + round % static_cast<int>(modes.size()), modes.end());
       for (const auto& m : modes) {
         auto d = run.run_dir("octree");
         if (!d.ok()) return d.error();
-        auto c = start({o.mpirun, "--oversubscribe", "-n", std::to_string(row.ranks), o.amr_mpi, "--size",
-                        std::to_string(o.octree_level), "--steps", std::to_string(o.octree_steps), "--dir",
-                        d.value().string(), "--commit", m},
-                       fs::path(run.scratch) / "stderr.txt");
+        std::vector<std::string> argv = {o.mpirun,
+                                         "--oversubscribe",
+                                         "-n",
+                                         std::to_string(row.ranks),
+                                         o.amr_mpi,
+                                         "--size",
+                                         std::to_string(o.octree_level),
+                                         "--steps",
+                                         std::to_string(o.octree_steps),
+                                         "--dir",
+                                         d.value().string()};
+        if (m == "partner")
+          argv.insert(argv.end(), {"--redundancy", "partner", "--ranks-per-node", "1"});
+        else
+          argv.insert(argv.end(), {"--commit", m});
+        auto c = start(argv, fs::path(run.scratch) / "stderr.txt");
         if (!c.ok()) return c.error();
         c.value()->finish(Clock::now() + std::chrono::seconds(600));
         kill_leftovers(d.value().string());
         remove_dir(d.value());
         if (m == "collective") ++row.runs;
+        if (m == "partner") ++row.partner_runs;
         // "amr-mpi: loop S s for N steps, commit C s (slowest rank), ..." and the checksum.
         const std::string& out = c.value()->output();
         const auto at = out.rfind("amr-mpi: loop ");
@@ -413,9 +429,24 @@ Result<void> run_octree(const DistBenchOptions& o, Runner& run, DistReport& rep)
           if (row.error.empty()) row.error = m + " run: " + bad;
         } else {
           const double per = loop / static_cast<double>(steps), per_commit = commit / static_cast<double>(steps);
-          (m == "none" ? row.none_s : m == "local" ? row.local_s : row.collective_s).push_back(per);
+          (m == "none"      ? row.none_s
+           : m == "local"   ? row.local_s
+           : m == "partner" ? row.partner_s
+                            : row.collective_s)
+              .push_back(per);
           if (m == "local") row.local_commit_s.push_back(per_commit);
           if (m == "collective") row.collective_commit_s.push_back(per_commit);
+          if (m == "partner") {
+            row.partner_commit_s.push_back(per_commit);
+            // "amr-mpi: partner copies: B bytes sent in all, U of O units sent"
+            unsigned long long bytes = 0, sent = 0, owned = 0;
+            const auto pc = out.rfind("amr-mpi: partner copies: ");
+            if (pc != std::string::npos &&
+                std::sscanf(out.c_str() + pc, "amr-mpi: partner copies: %llu bytes sent in all, %llu of %llu units",
+                            &bytes, &sent, &owned) == 3 &&
+                owned > 0)
+              row.partner_units_share = static_cast<double>(sent) / static_cast<double>(owned);
+          }
         }
         run.log("octree " + std::to_string(row.ranks) + " ranks, " + m + ", round " + std::to_string(round + 1) + "/" +
                 std::to_string(o.repeats) + ": " +
@@ -425,8 +456,9 @@ Result<void> run_octree(const DistBenchOptions& o, Runner& run, DistReport& rep)
   for (auto& row : rep.octree) {
     row.none = median(row.none_s), row.local = median(row.local_s), row.collective = median(row.collective_s);
     row.local_commit = median(row.local_commit_s), row.collective_commit = median(row.collective_commit_s);
+    row.partner = median(row.partner_s), row.partner_commit = median(row.partner_commit_s);
     row.good_runs = static_cast<int>(std::min({row.none_s.size(), row.local_s.size(), row.collective_s.size()}));
-    if (row.good_runs < o.repeats) rep.failed = true;
+    if (row.good_runs < o.repeats || static_cast<int>(row.partner_s.size()) < row.partner_runs) rep.failed = true;
   }
   return {};
 }
@@ -1006,25 +1038,33 @@ void print_dist_report(const DistReport& rep, std::ostream& out) {
     out << "\noctree: amr-mpi --size " << o.octree_level << ", " << o.octree_steps
         << " steps (the PM-octree partitioned by Morton ranges, pm_persistent every step); loop time per step "
            "(ms, slowest rank)\n";
-    std::snprintf(line, sizeof line, "%6s %9s %9s %9s %9s %9s %10s %8s | %8s %8s\n", "ranks", "none", "local",
-                  "collect.", "local ov", "coll. ov", "coll/local", "added", "c.local", "c.coll.");
+    std::snprintf(line, sizeof line, "%6s %9s %9s %9s %9s %9s %10s %8s %9s %9s | %8s %8s %8s %7s\n", "ranks", "none",
+                  "local", "collect.", "local ov", "coll. ov", "coll/local", "added", "partner", "part/coll", "c.local",
+                  "c.coll.", "c.part.", "sent");
     out << line;
     for (const auto& r : rep.octree) {
       const std::string ranks = std::to_string(r.ranks) + (r.ranks > static_cast<int>(rep.cores) ? "*" : "");
       const bool base = r.local > r.none && r.none > 0;
-      std::snprintf(line, sizeof line, "%6s %9.3f %9.3f %9.3f %9s %9s %10s %8s | %8.3f %8.3f%s\n", ranks.c_str(),
-                    r.none * 1e3, r.local * 1e3, r.collective * 1e3, change(r.none, r.local).c_str(),
+      const bool partner = r.partner > 0 && r.collective > 0;
+      std::snprintf(line, sizeof line, "%6s %9.3f %9.3f %9.3f %9s %9s %10s %8s %9s %9s | %8.3f %8.3f %8s %7s%s\n",
+                    ranks.c_str(), r.none * 1e3, r.local * 1e3, r.collective * 1e3, change(r.none, r.local).c_str(),
                     change(r.none, r.collective).c_str(),
                     r.local > 0 ? fmt("%.3f", r.collective / r.local).c_str() : "-",
-                    base ? pct((r.collective - r.local) / (r.local - r.none)).c_str() : "-", r.local_commit * 1e3,
-                    r.collective_commit * 1e3, r.good_runs < o.repeats ? "  FAILED" : "");
+                    base ? pct((r.collective - r.local) / (r.local - r.none)).c_str() : "-",
+                    partner ? fmt("%.3f", r.partner * 1e3).c_str() : "-",
+                    partner ? fmt("%.3f", r.partner / r.collective).c_str() : "-", r.local_commit * 1e3,
+                    r.collective_commit * 1e3, partner ? fmt("%.3f", r.partner_commit * 1e3).c_str() : "-",
+                    partner ? fmt("%.0f%%", 100 * r.partner_units_share).c_str() : "-",
+                    r.good_runs < o.repeats ? "  FAILED" : "");
       out << line;
       if (!r.error.empty()) out << "  " << r.error << "\n";
     }
     out << "none: the same PM-octree run with nothing persisted (--commit none); local: every rank's pm_persistent\n"
            "each step, no agreement (--commit local); collect.: pm_persistent and the all-reduce that makes the\n"
-           "version global. ov: against none. added: (collect. - local) / (local - none). c.local, c.coll.: the\n"
-           "commit alone per step (slowest rank; collective: waits for slower ranks included).\n";
+           "version global. ov: against none. added: (collect. - local) / (local - none). partner: collective with\n"
+           "a copy of each rank's changed units on the next node (--redundancy partner, one rank per node); sent:\n"
+           "the share of the owned units sent per commit. c.local, c.coll., c.part.: the commit alone per step\n"
+           "(slowest rank; collective: waits for slower ranks included).\n";
   }
 }
 
@@ -1095,7 +1135,9 @@ Result<void> write_dist_json(const DistReport& rep, const std::string& path) {
       << ", \"steps\": " << o.octree_steps << ", \"none_s\": " << json_num(r.none)
       << ", \"local_s\": " << json_num(r.local) << ", \"collective_s\": " << json_num(r.collective)
       << ", \"local_commit_s\": " << json_num(r.local_commit)
-      << ", \"collective_commit_s\": " << json_num(r.collective_commit) << ", \"runs\": " << r.runs
+      << ", \"collective_commit_s\": " << json_num(r.collective_commit) << ", \"partner_s\": " << json_num(r.partner)
+      << ", \"partner_commit_s\": " << json_num(r.partner_commit)
+      << ", \"partner_units_share\": " << json_num(r.partner_units_share) << ", \"runs\": " << r.runs
       << ", \"good_runs\": " << r.good_runs << ", \"error\": " << json_str(r.error) << "}";
   }
   f << "]}\n";

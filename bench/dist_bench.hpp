@@ -30,7 +30,8 @@
 //   octree    apps/amr-mpi, the PM-octree partitioned by Morton ranges: per rank count, the loop time
 //             per step with nothing persisted (--commit none), with every rank's pm_persistent each step
 //             but no agreement (--commit local) and with the collective commit; the same "added" as
-//             overhead's. Every run must end with amr-mpi's checksum of its size.
+//             overhead's; from 2 ranks also the collective commit with partner copies (--redundancy
+//             partner, one rank per node). Every run must end with amr-mpi's checksum of its size.
 // Every run of one size must end with the same checksum (jacobi-mpi's, whatever the strategy, commit
 // mode or failure); a run that does not is reported and not counted.
 #pragma once
@@ -134,7 +135,9 @@ struct DistOctreeRow {
   std::vector<double> none_s, local_s, collective_s;        // loop seconds per step, one per good run
   std::vector<double> local_commit_s, collective_commit_s;  // of which committing (slowest rank)
   double none = 0, local = 0, collective = 0, local_commit = 0, collective_commit = 0;  // medians
-  int runs = 0, good_runs = 0;
+  std::vector<double> partner_s, partner_commit_s;  // --redundancy partner (ranks >= 2)
+  double partner = 0, partner_commit = 0, partner_units_share = 0;
+  int runs = 0, good_runs = 0, partner_runs = 0;
   std::string error;  // the first failed run
 };
 
