@@ -825,7 +825,7 @@ struct Records {
   const TreeHeader* header = nullptr;
   const Record* committed = nullptr;
   const Record* previous = nullptr;  // the kept version before it (keep_previous), or none
-  std::uint64_t previous_at = 0;     // the other record place
+  std::uint64_t previous_at = 0;     // the place of the generation before the committed one
 };
 
 Result<Records> read_records(const pool::Pool& pool, const Options& o, std::size_t block_bytes) {
@@ -864,8 +864,8 @@ Result<Records> read_records(const pool::Pool& pool, const Options& o, std::size
       c.chunk_count > h.chunk_capacity)
     return make_error(Errc::corrupted,
                       path + ": the commit record of version " + std::to_string(rs.version) + " fails its checks");
-  // The version before it, when the tree keeps it: the record in the other
-  // place, one generation older and intact.
+  // The version before it, when the tree keeps it: the record in the place
+  // of the generation before, one generation older and intact.
   r.previous_at = record_at(r.meta, h.flags, rs.version + record_places(h.flags) - 1);
   const Record& p = *reinterpret_cast<const Record*>(base + r.previous_at);
   if ((h.flags & kKeepsPrevious) != 0 && p.magic == kRecordMagic && p.checksum == record_checksum(p) &&
