@@ -31,10 +31,8 @@
 // holds G+1 goes back to G durably). With --redundancy partner the copies
 // of each rank's leaves on the next node (mesh.hpp's Part::protect) follow
 // the same rule, and restart rebuilds a lost node's ranks from them.
-#include <fcntl.h>
 #include <mpi.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -42,14 +40,9 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "apps/amr-mpi/mesh.hpp"
@@ -57,7 +50,6 @@
 #include "cairn/dist.hpp"
 #include "cairn/octree.hpp"
 #include "dist/heartbeat.hpp"
-#include "util/hash.hpp"
 
 namespace {
 
@@ -79,40 +71,6 @@ int fail(int rank, const std::string& what) {
 }
 
 bool all_ok(bool ok) { return cairn::dist::all_ok(MPI_COMM_WORLD, ok); }
-
-// The heartbeat `cairn launch` watches ($CAIRN_HEARTBEAT_DIR), as a
-// dist::Context writes it: after restore and after each global commit.
-class Beat {
- public:
-  explicit Beat(int rank) {
-    if (const char* dir = std::getenv("CAIRN_HEARTBEAT_DIR"); dir != nullptr && *dir != 0)
-      fd_ = ::open(cairn::dist::detail::heartbeat_path(dir, rank).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  }
-  ~Beat() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Beat(const Beat&) = delete;
-  Beat& operator=(const Beat&) = delete;
-  // `restored`: the version this run resumed at (0: a fresh run), in every beat.
-  void operator()(std::uint64_t version, std::uint64_t restored) {
-    if (fd_ < 0) return;
-    const auto now = Clock::now();
-    cairn::dist::detail::Heartbeat h;
-    h.version = version;
-    h.pid = static_cast<std::uint64_t>(::getpid());
-    h.restored = restored;
-    h.interval_ns =
-        last_ == Clock::time_point{}
-            ? 0
-            : static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_).count());
-    last_ = now;
-    cairn::dist::detail::write_heartbeat(fd_, h);
-  }
-
- private:
-  int fd_ = -1;
-  Clock::time_point last_{};
-};
 
 // A new, empty partner copy: stubs at the partition's level, filled by the
 // first protect() (which sends everything).
@@ -172,6 +130,22 @@ void exchange_leaves(const std::vector<LeafRec>& leaves, std::uint64_t step, int
   MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
 }
 
+// A lost or damaged tree at `path` (set aside as .damaged, never read
+// again) rebuilt from `leaves` and committed as version `version` at `step`.
+Result<std::unique_ptr<Octree>> rebuild(const std::string& path, const Args& a, std::uint64_t version,
+                                        const std::vector<LeafRec>& leaves, std::uint64_t step,
+                                        const std::function<bool(const Octant&)>& mine) {
+  std::error_code ec;
+  if (fs::exists(path, ec)) fs::rename(path, path + ".damaged", ec);
+  auto t = fresh_tree(path, a, version);
+  if (!t.ok()) return t.error();
+  auto r = grow(*t.value(), a.level_min, leaves, mine);
+  if (r.ok()) r = store_step(*t.value(), step);
+  if (!r.ok()) return r.error();
+  if (auto ps = t.value()->persist(); !ps.ok()) return ps.error();
+  return std::move(t.value());
+}
+
 // Restart on the job's own ranks: the version every rank holds. With partner
 // copies, a rank whose pool is missing or damaged (a lost node) is rebuilt
 // from the copy its partner holds, and the copy it held is sent again by its
@@ -190,13 +164,13 @@ Result<std::uint64_t> restore(Part& p, const Args& a, int rank, int ranks) {
   const auto copy_lost = [&](int r) { return lost[2 * static_cast<std::size_t>(r) + 1] != 0; };
   for (int r = 0; r < ranks; ++r) {
     if (!own_lost(r) && !copy_lost(r)) continue;
-    if (r == rank)
-      std::fprintf(stderr, "amr-mpi rank %d: lost %s\n", rank,
-                   (!v.ok() ? v.error().message : replica_path(a, rank, ranks) + ": " + rv.error().message).c_str());
     if (!partnered) {
       if (!v.ok()) return v.error();
       return cairn::make_error(Errc::not_found, "rank " + std::to_string(r) + " cannot restore (its message names it)");
     }
+    if (r == rank)
+      std::fprintf(stderr, "amr-mpi rank %d: lost %s\n", rank,
+                   (!v.ok() ? v.error().message : replica_path(a, rank, ranks) + ": " + rv.error().message).c_str());
     const int holder = partner_of(a, r, ranks);
     if (own_lost(r) && copy_lost(holder))
       return cairn::make_error(Errc::not_found, "rank " + std::to_string(r) +
@@ -253,46 +227,32 @@ Result<std::uint64_t> restore(Part& p, const Args& a, int rank, int ranks) {
   const int source = source_of(a, rank, ranks), partner = partner_of(a, rank, ranks);
   std::vector<LeafRec> got;
   std::uint64_t step = 0;
-  exchange_leaves(own_lost(source) ? p.own_leaves(*p.replica(), true) : std::vector<LeafRec>{},
-                  p.replica() != nullptr ? load_step(*p.replica()) : 0, own_lost(source) ? source : -1, got, step,
-                  own_lost(rank) ? partner : -1);
+  auto sent = own_lost(source) ? p.own_leaves(*p.replica(), true) : std::vector<LeafRec>{};
+  if (!all_ok(sent.ok())) return sent.ok() ? cairn::make_error(Errc::corrupted, "another rank failed") : sent.error();
+  exchange_leaves(sent.value(), p.replica() != nullptr ? load_step(*p.replica()) : 0, own_lost(source) ? source : -1,
+                  got, step, own_lost(rank) ? partner : -1);
   if (own_lost(rank)) {
-    std::error_code ec;
-    if (fs::exists(path, ec)) fs::rename(path, path + ".damaged", ec);  // kept for inspection, never read again
-    auto t = fresh_tree(path, a, g);
+    auto t = rebuild(path, a, g, got, step, [&](const Octant& q) { return p.owns(q); });
     if (t.ok()) {
       p.set_tree(std::move(t.value()));
-      r = grow(p.tree(), a.level_min, got, [&](const Octant& q) { return p.owns(q); });
-      if (r.ok()) r = store_step(p.tree(), step);
-      if (r.ok())
-        r = p.tree().persist().ok() ? cairn::Result<void>{}
-                                    : cairn::make_error(Errc::io_error, path + ": cannot persist the rebuilt tree");
+      std::printf("amr-mpi rank %d: rebuilt version %" PRIu64 " (%zu leaves) from its partner copy on rank %d\n", rank,
+                  g, got.size(), partner);
     } else {
       r = t.error();
     }
-    if (r.ok())
-      std::printf("amr-mpi rank %d: rebuilt version %" PRIu64 " (%zu leaves) from its partner copy on rank %d\n", rank,
-                  g, got.size(), partner);
   }
   if (!all_ok(r.ok())) return r.ok() ? cairn::make_error(Errc::corrupted, "another rank failed to rebuild") : r.error();
   got.clear();
-  std::error_code ec;
-  exchange_leaves(copy_lost(partner) ? p.own_leaves(p.tree(), false) : std::vector<LeafRec>{}, load_step(p.tree()),
-                  copy_lost(partner) ? partner : -1, got, step, copy_lost(rank) ? source : -1);
+  sent = copy_lost(partner) ? p.own_leaves(p.tree(), false) : std::vector<LeafRec>{};
+  if (!all_ok(sent.ok())) return sent.ok() ? cairn::make_error(Errc::corrupted, "another rank failed") : sent.error();
+  exchange_leaves(sent.value(), load_step(p.tree()), copy_lost(partner) ? partner : -1, got, step,
+                  copy_lost(rank) ? source : -1);
   if (copy_lost(rank)) {
-    if (fs::exists(replica_path(a, rank, ranks), ec))
-      fs::rename(replica_path(a, rank, ranks), replica_path(a, rank, ranks) + ".damaged", ec);
-    auto t = fresh_tree(replica_path(a, rank, ranks), a, g);
-    if (t.ok()) {
+    auto t = rebuild(replica_path(a, rank, ranks), a, g, got, step, [&](const Octant& q) { return p.source_owns(q); });
+    if (t.ok())
       p.set_replica(std::move(t.value()));
-      r = grow(*p.replica(), a.level_min, got, [&](const Octant& q) { return p.source_owns(q); });
-      if (r.ok()) r = store_step(*p.replica(), step);
-      if (r.ok())
-        r = p.replica()->persist().ok() ? cairn::Result<void>{}
-                                        : cairn::make_error(Errc::io_error, "cannot persist the rebuilt partner copy");
-    } else {
+    else
       r = t.error();
-    }
   }
   if (!all_ok(r.ok())) return r.ok() ? cairn::make_error(Errc::corrupted, "another rank failed to rebuild") : r.error();
   return g;
@@ -355,17 +315,14 @@ Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, in
     }
     step_min = std::min(step_min, load_step(*t.value()));
     step_max = std::max(step_max, load_step(*t.value()));
-    Part reader(a, old.value(), j, a.from_ranks);
-    auto v = t.value()->visit_leaves([&](const Octant& q, const std::byte* d) {
-      if (!reader.owns(q)) return;
-      ++count[unit_of(q, a.level_min)];
-      leaves.push_back(LeafRec{static_cast<std::uint32_t>(q.level), q.x, q.y, q.z, read_c(d)});
-    });
-    if (!v.ok()) {
+    auto own = Part(a, old.value(), j, a.from_ranks).own_leaves(*t.value(), false);
+    if (!own.ok()) {
       ok = false;
-      error = v.error().message;
+      error = "old rank " + std::to_string(j) + ": " + own.error().message;
       break;
     }
+    for (const LeafRec& l : own.value()) ++count[unit_of(l.octant(), a.level_min)];
+    leaves.insert(leaves.end(), own.value().begin(), own.value().end());
   }
   if (!all_ok(ok))
     return cairn::make_error(Errc::corrupted, error.empty() ? "another rank cannot read the old job" : error);
@@ -502,9 +459,11 @@ int run(const Args& a) {
       return fail(rank, r.ok() ? "another rank failed" : r.error().message);
   }
   if (a.resume) restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  Beat beat(rank);
-  const std::uint64_t first_version = version;
-  beat(version, a.resume ? first_version : 0);
+  // The heartbeat `cairn launch` watches, as a dist::Context writes it:
+  // after restore and after each global commit.
+  cairn::dist::detail::HeartbeatWriter heartbeat(rank);
+  const std::uint64_t restored = a.resume ? version : 0;
+  heartbeat.beat(version, restored);
   Octree& tree = part->tree();
   const std::uint64_t first = load_step(tree);
   amr::Config cfg;
@@ -523,7 +482,7 @@ int run(const Args& a) {
     auto r = part->transport(static_cast<double>(s) * dt, dt);
     if (r.ok()) r = part->adapt();
     if (!all_ok(r.ok())) return fail(rank, r.ok() ? "another rank failed" : r.error().message);
-    auto b = part->balance(Part::copy_parent);
+    auto b = part->balance(amr::model::inherit);
     if (!b.ok()) return fail(rank, b.error().message);
     rounds += b.value();
     if (auto w = store_step(tree, s + 1); !w.ok()) return fail(rank, w.error().message);
@@ -531,7 +490,7 @@ int run(const Args& a) {
       auto v = commit(*part, a, rank, s + 1, persist_s, blocks);
       if (!v.ok()) return fail(rank, v.error().message);
       version = v.value();
-      beat(version, a.resume ? first_version : 0);
+      heartbeat.beat(version, restored);
     }
   }
 

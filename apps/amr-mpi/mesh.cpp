@@ -194,8 +194,7 @@ Result<void> Part::refresh_ghosts() {
         const int r = part_.owner(unit_of(Octant{o.level, p[0], p[1], p[2]}, part_.level));
         if (r == rank_ || std::find(sent, sent + n, r) != sent + n) continue;
         sent[n++] = r;
-        out[static_cast<std::size_t>(r)].push_back(
-            LeafRec{static_cast<std::uint32_t>(o.level), o.x, o.y, o.z, read_c(d)});
+        out[static_cast<std::size_t>(r)].push_back(LeafRec::of(o, d));
       }
   });
   if (!v.ok()) return v.error();
@@ -232,12 +231,10 @@ Result<void> Part::refresh_ghosts() {
 // One transport step on the leaves this rank owns (amr.cpp's transport,
 // faces with no own leaf skipped).
 Result<void> Part::transport(double t, double dt) {
-  std::vector<Octant> octant;
-  std::vector<double> c;
+  std::vector<double> c;  // every leaf's fraction, in Morton order
   std::unordered_map<std::uint64_t, std::uint32_t> index;
   auto v = tree_->visit_leaves([&](const Octant& o, const std::byte* d) {
-    index.emplace(key(o), static_cast<std::uint32_t>(octant.size()));
-    octant.push_back(o);
+    index.emplace(key(o), static_cast<std::uint32_t>(c.size()));
     c.push_back(read_c(d));
   });
   if (!v.ok()) return v.error();
@@ -273,21 +270,14 @@ Result<void> Part::adapt() {
   auto r = tree_->refine(
       false,
       [&](const Octant& o, const std::byte* d) { return owns(o) && amr::model::refine_wanted(o, read_c(d), a_.size); },
-      copy_parent, a_.size);
+      amr::model::inherit, a_.size);
   if (!r.ok()) return r;
   return tree_->coarsen(
       false,
       [&](const Octant& p, std::span<const octree::LeafView> fam) {
-        if (!owns(p)) return false;
-        double c[8];
-        for (std::size_t k = 0; k < fam.size(); ++k) c[k] = read_c(fam[k].data);
-        return amr::model::coarsen_wanted(p, c, static_cast<int>(fam.size()), a_.level_min);
+        return owns(p) && amr::model::family_coarsens(p, fam, a_.level_min);
       },
-      [](const Octant&, std::byte* d, std::span<const octree::LeafView> fam) {
-        double s = 0;
-        for (const auto& k : fam) s += read_c(k.data);
-        write_c(d, s / static_cast<double>(fam.size()));
-      });
+      amr::model::merge_mean);
 }
 
 // 2:1 face balance across the ranks; leaves the ghost layer current.
@@ -325,12 +315,12 @@ Result<int> Part::balance(const Octree::InitFn& init) {
   }
 }
 
-std::vector<LeafRec> Part::own_leaves(const Octree& t, bool of_source) const {
+Result<std::vector<LeafRec>> Part::own_leaves(const Octree& t, bool of_source) const {
   std::vector<LeafRec> out;
-  (void)t.visit_leaves([&](const Octant& o, const std::byte* d) {
-    if (of_source ? source_owns(o) : owns(o))
-      out.push_back(LeafRec{static_cast<std::uint32_t>(o.level), o.x, o.y, o.z, read_c(d)});
+  auto v = t.visit_leaves([&](const Octant& o, const std::byte* d) {
+    if (of_source ? source_owns(o) : owns(o)) out.push_back(LeafRec::of(o, d));
   });
+  if (!v.ok()) return v.error();
   return out;
 }
 
@@ -340,24 +330,22 @@ std::vector<LeafRec> Part::own_leaves(const Octree& t, bool of_source) const {
 // here and persists it. Collective (pairs).
 Result<void> Part::protect(std::uint64_t step) {
   const int partner = partner_of(a_, rank_, ranks_), source = source_of(a_, rank_, ranks_);
+  auto leaves = own_leaves(*tree_, false);
+  if (!leaves.ok()) return leaves.error();
   std::unordered_map<std::uint64_t, std::uint64_t> hash;  // unit -> hash of its leaves
-  std::vector<LeafRec> leaves;
-  auto v = tree_->visit_leaves([&](const Octant& o, const std::byte* d) {
-    if (!owns(o)) return;
-    std::uint64_t& h = hash[unit_of(o, part_.level)];
+  for (const LeafRec& l : leaves.value()) {
+    std::uint64_t& h = hash[unit_of(l.octant(), part_.level)];
     std::uint64_t bits;
-    std::memcpy(&bits, d, sizeof bits);
-    h = util::mix64(util::mix64(h ^ key(o)) ^ bits);
-    leaves.push_back(LeafRec{static_cast<std::uint32_t>(o.level), o.x, o.y, o.z, read_c(d)});
-  });
-  if (!v.ok()) return v.error();
+    std::memcpy(&bits, &l.c, sizeof bits);
+    h = util::mix64(util::mix64(h ^ key(l.octant())) ^ bits);
+  }
   std::vector<std::uint64_t> units;
   for (const auto& [u, h] : hash)
-    if (full_ || sent_[u] != h) units.push_back(u);
+    if (const auto it = sent_.find(u); full_ || it == sent_.end() || it->second != h) units.push_back(u);
   std::sort(units.begin(), units.end());
   const std::unordered_set<std::uint64_t> changed(units.begin(), units.end());
   std::vector<LeafRec> out;
-  for (const LeafRec& l : leaves)
+  for (const LeafRec& l : leaves.value())
     if (changed.count(unit_of(l.octant(), part_.level)) != 0) out.push_back(l);
   std::uint64_t mine[2] = {units.size(), out.size()}, theirs[2] = {0, 0};
   MPI_Sendrecv(mine, 2, MPI_UINT64_T, partner, 11, theirs, 2, MPI_UINT64_T, source, 11, MPI_COMM_WORLD,

@@ -95,6 +95,9 @@ struct LeafRec {
   std::uint32_t level, x, y, z;
   double c;
   Octant octant() const { return {static_cast<int>(level), x, y, z}; }
+  static LeafRec of(const Octant& o, const std::byte* data) {
+    return {static_cast<std::uint32_t>(o.level), o.x, o.y, o.z, amr::model::read_c(data)};
+  }
 };
 
 // Every record to the rank it is listed for (an all-to-all); what this rank receives.
@@ -140,10 +143,6 @@ class Part {
   // Collective. Returns the rounds it took.
   Result<int> balance(const Octree::InitFn& init);
 
-  static void copy_parent(const Octant&, std::byte* d, const std::byte* parent) {
-    amr::model::write_c(d, parent != nullptr ? amr::model::read_c(parent) : 0.0);
-  }
-
   // ---- the partner copy (--redundancy partner)
   // The copy this rank holds of its source's leaves, in a PM-octree of its own.
   Octree* replica() { return replica_.get(); }
@@ -152,7 +151,7 @@ class Part {
     return o.level >= part_.level && part_.owner(unit_of(o, part_.level)) == source_of(a_, rank_, ranks_);
   }
   // This rank's own leaves (all, or those of `units`) as records.
-  std::vector<LeafRec> own_leaves(const Octree& t, bool of_source) const;
+  Result<std::vector<LeafRec>> own_leaves(const Octree& t, bool of_source) const;
   // Sends the partner the units of this rank that changed since the copy it
   // holds (all of them after a start: seed 000's shipping of changed octants,
   // a unit at a time), receives the source's, applies them to the copy held

@@ -117,6 +117,22 @@ Result<void> store_step(octree::Octree& t, std::uint64_t step) {
   });
 }
 
+void inherit(const Octant&, std::byte* d, const std::byte* parent) {
+  write_c(d, parent != nullptr ? read_c(parent) : 0.0);
+}
+
+bool family_coarsens(const Octant& parent, std::span<const octree::LeafView> family, int level_min) {
+  double c[8];
+  for (std::size_t k = 0; k < family.size(); ++k) c[k] = read_c(family[k].data);
+  return coarsen_wanted(parent, c, static_cast<int>(family.size()), level_min);
+}
+
+void merge_mean(const Octant&, std::byte* d, std::span<const octree::LeafView> family) {
+  double s = 0;
+  for (const auto& k : family) s += read_c(k.data);
+  write_c(d, s / static_cast<double>(family.size()));
+}
+
 }  // namespace model
 
 using namespace model;
@@ -176,27 +192,15 @@ Result<void> transport(Octree& tree, const Leaves& l, double t, double dt, doubl
 }
 
 Result<void> adapt(Octree& tree, int level_min, int level_max) {
-  const Octree::InitFn copy = [](const Octant&, std::byte* d, const std::byte* parent) {
-    write_c(d, parent != nullptr ? read_c(parent) : 0.0);
-  };
   auto r = tree.refine(
-      false, [&](const Octant& o, const std::byte* d) { return refine_wanted(o, read_c(d), level_max); }, copy,
+      false, [&](const Octant& o, const std::byte* d) { return refine_wanted(o, read_c(d), level_max); }, inherit,
       level_max);
   if (!r.ok()) return r;
   r = tree.coarsen(
-      false,
-      [&](const Octant& p, std::span<const octree::LeafView> fam) {
-        double c[8];
-        for (std::size_t k = 0; k < fam.size(); ++k) c[k] = read_c(fam[k].data);
-        return coarsen_wanted(p, c, static_cast<int>(fam.size()), level_min);
-      },
-      [](const Octant&, std::byte* d, std::span<const octree::LeafView> fam) {
-        double s = 0;
-        for (const auto& k : fam) s += read_c(k.data);
-        write_c(d, s / static_cast<double>(fam.size()));
-      });
+      false, [&](const Octant& p, std::span<const octree::LeafView> fam) { return family_coarsens(p, fam, level_min); },
+      merge_mean);
   if (!r.ok()) return r;
-  return tree.balance(octree::Connect::face, copy);
+  return tree.balance(octree::Connect::face, inherit);
 }
 
 octree::Options tree_options(const Config& c) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,12 @@ double face_flux(const octree::Octant& a, int axis, bool upper, double ca, doubl
 bool touches_surface(const octree::Octant& o);
 bool refine_wanted(const octree::Octant& o, double c, int level_max);
 bool coarsen_wanted(const octree::Octant& parent, const double* children, int fan, int level_min);
+// Adaptation's payload rules: a new child takes its parent's fraction; a
+// family (read from its leaves) is merged when coarsen_wanted says so, into
+// the mean of its fractions.
+void inherit(const octree::Octant& child, std::byte* d, const std::byte* parent);
+bool family_coarsens(const octree::Octant& parent, std::span<const octree::LeafView> family, int level_min);
+void merge_mean(const octree::Octant& parent, std::byte* d, std::span<const octree::LeafView> family);
 // The sphere's volume on the initial mesh (the reference for conservation).
 double reference_volume(int level_max);
 // The step after the last one this run computes (step_limit, or all), or

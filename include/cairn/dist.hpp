@@ -114,6 +114,7 @@ namespace detail {
 struct Topology;
 class SlotFile;
 class PfsFlusher;
+class HeartbeatWriter;
 }  // namespace detail
 
 // A region with two versions: read() is the newest global version, write() is
@@ -397,7 +398,6 @@ class Context {
   bool restarted_ = false, started_sent_ = false;
   std::uint64_t restart_version_ = 0;
   std::uint64_t exchange_iteration_ = 0, exchange_seq_ = 0;  // sendrecv's place, for replays
-  std::chrono::steady_clock::time_point last_beat_{};
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm group_ = MPI_COMM_NULL;  // xor: my parity group
   std::unique_ptr<detail::Topology> topo_;
@@ -407,7 +407,7 @@ class Context {
   std::vector<std::uint64_t> sent_[2];  // partner: block hashes last sent into each of the holder's slots
   std::size_t chunk_ = 0;               // xor: bytes per chunk (a parity segment)
   std::vector<std::byte> scratch_;
-  int heartbeat_fd_ = -1;
+  std::unique_ptr<detail::HeartbeatWriter> heartbeat_;
   std::uint64_t restored_ = 0;  // the version restore() selected, for the heartbeat
   Options options_;
   std::unique_ptr<RankStore> store_;

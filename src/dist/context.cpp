@@ -134,23 +134,14 @@ Context::~Context() {
     if (group_ != MPI_COMM_NULL) MPI_Comm_free(&group_);
     if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
-  if (heartbeat_fd_ >= 0) ::close(heartbeat_fd_);
 }
 
 bool Context::protected_() const { return options_.redundancy != Redundancy::local || pfs_; }
 
 void Context::beat() {
-  if (heartbeat_fd_ < 0) return;
-  // {version, pid, version restored, ns since the beat before}: the launcher
-  // reports the versions, ends a hung rank by its pid and takes T_i from the
-  // interval. A lost beat only delays detection (mtime).
-  const auto now = std::chrono::steady_clock::now();
-  const std::uint64_t interval =
-      last_beat_ == std::chrono::steady_clock::time_point{}
-          ? 0
-          : static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_beat_).count());
-  last_beat_ = now;
-  detail::write_heartbeat(heartbeat_fd_, {version(), static_cast<std::uint64_t>(::getpid()), restored_, interval});
+  // The launcher reports the versions, ends a hung rank by its pid and takes
+  // T_i from the interval. A lost beat only delays detection (mtime).
+  if (heartbeat_) heartbeat_->beat(version(), restored_);
 }
 
 Result<std::unique_ptr<Context>> Context::create(MPI_Comm comm, Options options) {
@@ -194,9 +185,7 @@ Result<std::unique_ptr<Context>> Context::assemble(const detail::Topology& t, Op
     c->pfs_ = std::make_unique<detail::PfsFlusher>(options.pfs_dir, options.persist.name, t.rank, t.nranks);
   c->options_ = std::move(options);
   c->store_ = std::move(s.value());
-  if (const char* dir = std::getenv("CAIRN_HEARTBEAT_DIR"); dir && *dir)
-    c->heartbeat_fd_ =
-        ::open(detail::heartbeat_path(dir, t.rank).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  c->heartbeat_ = std::make_unique<detail::HeartbeatWriter>(t.rank);
   return c;
 }
 

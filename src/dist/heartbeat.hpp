@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -29,6 +31,37 @@ inline std::string heartbeat_path(const std::string& dir, int rank) {
 inline void write_heartbeat(int fd, const Heartbeat& h) {
   [[maybe_unused]] const ssize_t n = ::pwrite(fd, &h, sizeof h, 0);
 }
+
+// The writer of one rank's beats: heartbeat.<rank> in $CAIRN_HEARTBEAT_DIR
+// (nothing when it is not set), each beat {version, this process, restored,
+// nanoseconds since the beat before}.
+class HeartbeatWriter {
+ public:
+  explicit HeartbeatWriter(int rank) {
+    if (const char* dir = std::getenv("CAIRN_HEARTBEAT_DIR"); dir != nullptr && *dir != 0)
+      fd_ = ::open(heartbeat_path(dir, rank).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
+  ~HeartbeatWriter() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  HeartbeatWriter(const HeartbeatWriter&) = delete;
+  HeartbeatWriter& operator=(const HeartbeatWriter&) = delete;
+  // `restored`: the version this process restored (0: none), in every beat.
+  void beat(std::uint64_t version, std::uint64_t restored) {
+    if (fd_ < 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    const std::uint64_t interval =
+        last_ == std::chrono::steady_clock::time_point{}
+            ? 0
+            : static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_).count());
+    last_ = now;
+    write_heartbeat(fd_, {version, static_cast<std::uint64_t>(::getpid()), restored, interval});
+  }
+
+ private:
+  int fd_ = -1;
+  std::chrono::steady_clock::time_point last_{};
+};
 
 // The record, or nothing if the file is missing or not written yet.
 inline std::optional<Heartbeat> read_heartbeat(const std::string& path) {

@@ -225,9 +225,8 @@ class Octree::Impl {
   // ---- versions
   Ref committed_root_ = 0, work_root_ = 0;
   std::uint64_t committed_gen_ = 0;
-  // keep_previous: the version committed before committed_gen_ (0: none),
-  // whose blocks the collector keeps.
-  bool keep_previous_ = false;
+  // keep_previous (the header's flag): the version committed before
+  // committed_gen_ (0: none), whose blocks the collector keeps.
   Ref previous_root_ = 0;
   std::uint64_t previous_gen_ = 0;
   std::uint32_t work_gen_ = 1;
@@ -809,7 +808,6 @@ Result<std::unique_ptr<Octree::Impl>> format_impl(pool::Pool& pool, const Option
     pool.memcpy_persist(t.header_, &h, sizeof h);
     t.table_ = reinterpret_cast<std::uint64_t*>(t.base_ + h.chunk_table);
     t.blocks_per_chunk_ = chunk_bytes / t.block_bytes_;
-    t.keep_previous_ = o.keep_previous;
     t.work_gen_ = static_cast<std::uint32_t>(o.first_version);
     if (auto r = pool.publish_root(kHeaderSlot, t.meta_, 0); !r.ok()) return r.error();
     // The root octant, in the working version only.
@@ -892,7 +890,6 @@ Result<std::unique_ptr<Octree::Impl>> attach_impl(pool::Pool& pool, const Option
   const TreeHeader& h = *t.header_;
   t.table_ = reinterpret_cast<std::uint64_t*>(t.base_ + h.chunk_table);
   t.blocks_per_chunk_ = h.chunk_bytes / t.block_bytes_;
-  t.keep_previous_ = (h.flags & kKeepsPrevious) != 0;
   const Record* committed = found.value().committed;
   const Record* previous = found.value().previous;
   if (o.version != 0 && o.version != committed->generation) {
@@ -1065,7 +1062,7 @@ Result<PersistStats> Octree::persist() {
     t.pool_->memcpy_persist(t.base_ + at, &rec, sizeof rec);
     if (auto r = t.pool_->publish_root(kRecordSlot, at, gen); !r.ok()) return r.error();
     if (t.internal_.publish_before_flush) flush_blocks();
-    if (t.keep_previous_) {
+    if ((t.header_->flags & kKeepsPrevious) != 0) {
       t.previous_root_ = t.committed_root_;
       t.previous_gen_ = t.committed_gen_;
     }
