@@ -1,6 +1,7 @@
 // component_main.cpp — one component of the workflow as its own executable
 // (workflow-solve, workflow-sizefield, workflow-adapt, workflow-rebalance,
-// workflow-preprocess; WORKFLOW_COMPONENT names it at build time). It reads
+// workflow-preprocess: each main() calls component_main with its name; this
+// file is compiled once, into cairn_workflow). It reads
 // and writes the streams named in components.hpp through $CAIRN_STREAM_PREFIX
 // and prints its times on the last line of stdout for the driver:
 //   cairn-workflow-times read=S compute=S write=S in=BYTES out=BYTES
@@ -17,10 +18,11 @@
 
 #include "apps/workflow/components.hpp"
 
-int main(int argc, char** argv) {
-  namespace wf = cairn::apps::workflow;
-  const std::string component = WORKFLOW_COMPONENT;
-  wf::Params p;
+namespace cairn::apps::workflow {
+
+int component_main(std::string_view name, int argc, char** argv) {
+  const std::string component(name);
+  Params p;
   CLI::App cli("workflow-" + component + ": the " + component + " step of the solve-adapt workflow");
   cli.add_option("--cycle", p.cycle, "cycle of the inputs to read")->check(CLI::NonNegativeNumber);
   cli.add_option("--part", p.part, "part (solve, sizefield)")->check(CLI::NonNegativeNumber);
@@ -39,13 +41,15 @@ int main(int argc, char** argv) {
   }
   // Fault injection for the workflow's kill tests: die after this fraction of the output.
   if (const char* k = std::getenv("CAIRN_WORKFLOW_KILL"); k != nullptr && *k != '\0') p.kill_fraction = std::atof(k);
-  auto t = wf::run_component(component, p);
+  auto t = run_component(component, p);
   if (!t.ok()) {
     std::fprintf(stderr, "workflow-%s: error: %s\n", component.c_str(), t.error().message.c_str());
-    return t.error().code == cairn::Errc::invalid_argument ? 2 : 1;
+    return t.error().code == Errc::invalid_argument ? 2 : 1;
   }
-  const wf::Times& x = t.value();
+  const Times& x = t.value();
   std::printf("cairn-workflow-times read=%.9f compute=%.9f write=%.9f in=%llu out=%llu\n", x.read_s, x.compute_s,
               x.write_s, static_cast<unsigned long long>(x.bytes_in), static_cast<unsigned long long>(x.bytes_out));
   return 0;
 }
+
+}  // namespace cairn::apps::workflow

@@ -60,6 +60,10 @@ bool is_component(std::string_view name);
 // Runs one component with the streams of the current $CAIRN_STREAM_PREFIX.
 Result<Times> run_component(std::string_view component, const Params& params);
 
+// The main() of the executable workflow-<component> (component_main.cpp):
+// its options, the run, the times line for the driver; the exit status.
+int component_main(std::string_view component, int argc, char** argv);
+
 // Stream names.
 std::string part_stream(int part);      // "part.P"
 std::string solution_stream(int part);  // "solution.P"

@@ -509,6 +509,7 @@ static void rebuild(CairnPersist* p, GfsSimulation* sim, const Node* root, CopyF
 /* ---- octree mode ---- */
 
 static void extra_cells(CairnPersist* p, GfsSimulation* sim, void (*fn)(FttCell*, gpointer), gpointer data);
+static void preorder(FttCell* cell, void (*fn)(FttCell*, gpointer), gpointer data);
 static void count_cell(FttCell* cell, gpointer data);
 static void write_cell(FttCell* cell, gpointer data);
 static void read_cell(FttCell* cell, gpointer data);
@@ -518,28 +519,39 @@ typedef struct {
   char* buf;
 } CellIO;
 
+/* A walk of Gerris's tree in the PM-octree's order: path[l] is the cell at
+ * level l of the last octant asked for (path[0] the root), its child index
+ * among its siblings in child[l]; the octree's traversals ask in Morton
+ * order, so consecutive octants share most of the path. Valid while Gerris's
+ * tree does not change (one persist). */
 typedef struct {
   CairnPersist* p;
-  FttCell* root;
   void* scratch;
   guint64 written;
+  int depth; /* path[0..depth] valid */
+  FttCell* path[CAIRN_OCTREE_MAX_LEVEL + 1];
+  int child[CAIRN_OCTREE_MAX_LEVEL + 1];
 } Mirror;
 
-/* The Gerris cell at an octant: descend by the octant's coordinates; NULL if
- * Gerris's tree is coarser there. */
-static FttCell* cell_at(FttCell* root, const cairn_octant* o) {
-  FttCell* cell = root;
-  for (int l = 1; l <= o->level; l++) {
-    if (cell == NULL || FTT_CELL_IS_LEAF(cell) || FTT_CELL_IS_DESTROYED(cell)) return NULL;
-    cell = &cell->children->cell[child_index_at(o->x, o->y, o->z, l)];
+/* The Gerris cell at an octant; NULL if Gerris's tree is coarser there. */
+static FttCell* cell_at(Mirror* m, const cairn_octant* o) {
+  int l = 1;
+  while (l <= m->depth && l <= o->level && m->child[l] == child_index_at(o->x, o->y, o->z, l)) l++;
+  m->depth = l - 1;
+  for (; l <= o->level; l++) {
+    FttCell* cell = m->path[l - 1];
+    if (FTT_CELL_IS_LEAF(cell) || FTT_CELL_IS_DESTROYED(cell)) return NULL;
+    m->child[l] = child_index_at(o->x, o->y, o->z, l);
+    m->path[l] = &cell->children->cell[m->child[l]];
+    m->depth = l;
   }
-  return cell;
+  return m->path[o->level];
 }
 
 static int mirror_refine(const cairn_octant* o, const void* data, void* user) {
   (void)data;
   Mirror* m = user;
-  FttCell* cell = cell_at(m->root, o);
+  FttCell* cell = cell_at(m, o);
   return cell && !FTT_CELL_IS_DESTROYED(cell) && !FTT_CELL_IS_LEAF(cell);
 }
 
@@ -554,7 +566,7 @@ static void mirror_init(const cairn_octant* o, void* data, const void* parent, v
 static int mirror_coarsen(const cairn_octant* parent, const void* const* children, void* user) {
   (void)children;
   Mirror* m = user;
-  FttCell* cell = cell_at(m->root, parent);
+  FttCell* cell = cell_at(m, parent);
   return cell == NULL || FTT_CELL_IS_DESTROYED(cell) || FTT_CELL_IS_LEAF(cell);
 }
 
@@ -564,7 +576,7 @@ static void mirror_merge(const cairn_octant* parent, void* data, const void* con
 
 static int mirror_update(const cairn_octant* o, void* data, void* user) {
   Mirror* m = user;
-  payload_from_cell(m->p, cell_at(m->root, o), m->scratch);
+  payload_from_cell(m->p, cell_at(m, o), m->scratch);
   if (memcmp(m->scratch, data, m->p->payload_size) == 0) return 0;
   memcpy(data, m->scratch, m->p->payload_size);
   m->written++;
@@ -572,11 +584,13 @@ static int mirror_update(const cairn_octant* o, void* data, void* user) {
 }
 
 static void octree_check(CairnPersist* p, int rc, const char* what) {
+  if (rc == CAIRN_E_OUT_OF_SPACE)
+    cp_fail(p, "%s failed: %s (run afresh with a larger CAIRN_GERRIS_POOL_SIZE, in bytes)", what, cairn_errormsg());
   if (rc != 0) cp_fail(p, "%s failed: %s", what, cairn_errormsg());
 }
 
 static guint64 persist_octree(CairnPersist* p, GfsSimulation* sim) {
-  Mirror m = {p, single_root(p, sim), g_malloc(p->payload_size), 0};
+  Mirror m = {p, g_malloc(p->payload_size), 0, 0, {single_root(p, sim)}, {0}};
   octree_check(p, cairn_octree_refine(p->tree, 1, CAIRN_OCTREE_MAX_LEVEL, mirror_refine, mirror_init, &m),
                "cairn_octree_refine");
   octree_check(p, cairn_octree_coarsen(p->tree, 1, mirror_coarsen, mirror_merge, &m), "cairn_octree_coarsen");
@@ -683,15 +697,28 @@ static void restore_octree(CairnPersist* p, GfsSimulation* sim) {
   g_free(s);
 }
 
-static void create_octree(CairnPersist* p) {
+/* The PM-octree pool: CAIRN_GERRIS_POOL_SIZE bytes, else sixteen times what
+ * one version of the starting mesh takes (every cell a payload and a child
+ * reference, a quarter more for block headers), at least 64 MiB. The tree
+ * collects once it has doubled, so this leaves the mesh room to grow about
+ * fivefold; tmpfs allocates the whole pool in memory when it is created. */
+static guint64 octree_pool_size(CairnPersist* p, GfsSimulation* sim) {
+  const char* size = getenv("CAIRN_GERRIS_POOL_SIZE");
+  if (size) return g_ascii_strtoull(size, NULL, 10);
+  guint64 cells = 0;
+  preorder(single_root(p, sim), count_cell, &cells);
+  const guint64 version = cells * (p->payload_size + 8) * 5 / 4;
+  return MAX(16 * version, (guint64)64 << 20);
+}
+
+static void create_octree(CairnPersist* p, GfsSimulation* sim) {
   gchar* path = octree_path(p);
   cairn_octree_remove(path);
   cairn_octree_options o;
   cairn_octree_options_init(&o);
   o.dims = FTT_DIMENSION;
   o.data_size = p->payload_size;
-  const char* size = getenv("CAIRN_GERRIS_POOL_SIZE");
-  if (size) o.pool_size = g_ascii_strtoull(size, NULL, 10);
+  o.pool_size = octree_pool_size(p, sim);
   if (cairn_octree_create(path, &o, &p->tree) != 0) cp_fail(p, "cannot create %s: %s", path, cairn_errormsg());
   g_free(path);
 }
@@ -892,7 +919,7 @@ static void start(CairnPersist* p, GfsSimulation* sim) {
       fprintf(stderr, "CairnPersist: resumed at step %u t = %.17g in %.6f s\n", sim->time.i, sim->time.t,
               now_seconds() - t0);
   } else if (p->mode == CP_MODE_OCTREE) {
-    create_octree(p);
+    create_octree(p, sim);
   } else {
     gchar* uri = stream_uri(p, "sim");
     cairn_stream_remove(uri); /* a fresh run: nothing of an earlier one may be resumed */

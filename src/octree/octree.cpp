@@ -231,6 +231,10 @@ class Octree::Impl {
   std::uint64_t previous_gen_ = 0;
   std::uint32_t work_gen_ = 1;
   bool gc_disabled_ = false;
+  // collect_if_low(): collect once the tree holds this many chunks (twice
+  // what the last collection found live, plus kGrowthChunks).
+  static constexpr std::uint64_t kGrowthChunks = 4;
+  std::uint64_t collect_at_chunks_ = kGrowthChunks;
   std::uint64_t gc_runs_ = 0, merges_ = 0;
   // NVM writes: cache lines the working version stored into pool blocks
   // (new and copied blocks, merges, payload and pointer updates).
@@ -363,14 +367,19 @@ class Octree::Impl {
     free_.insert(free_.end(), bg_free_.begin(), bg_free_.end());
     bg_free_.clear();
     bg_free_.shrink_to_fit();
+    collect_at_chunks_ = 2 * (chunks_.size() - free_.size() / blocks_per_chunk_) + kGrowthChunks;
     ++gc_runs_;
   }
 
-  // Collects when the free part of the pool is below threshold_NVBM.
+  // Collects when the free part of the pool is below threshold_NVBM, or when
+  // the tree's chunks have doubled since the last collection found what was
+  // live (so a tree whose versions each rewrite most blocks reuses a few
+  // chunks, warm in cache and mapped, instead of touching the whole pool).
   void collect_if_low() {
+    if (bg_running_ || free_.size() >= blocks_per_chunk_) return;
     const auto& a = pool_->arena();
     const double free_frac = 1.0 - static_cast<double>(a.blocks_in_use()) / static_cast<double>(a.block_count());
-    if (free_frac < threshold_nvbm_ && !bg_running_ && free_.size() < blocks_per_chunk_) collect();
+    if (free_frac < threshold_nvbm_ || chunks_.size() >= collect_at_chunks_) collect();
   }
 
   Ref nvm_alloc() {
@@ -696,6 +705,8 @@ class Octree::Impl {
         if (!(m.bits[c][i / 64] & (std::uint64_t{1} << (i % 64)))) free_.push_back(chunks_[c] + i * block_bytes_);
     }
     std::reverse(free_.begin(), free_.end());  // lowest addresses first
+    const std::uint64_t live_chunks = chunks_.size() - free_.size() / blocks_per_chunk_;
+    collect_at_chunks_ = 2 * live_chunks + kGrowthChunks;
     ++gc_runs_;
   }
 
