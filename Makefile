@@ -30,8 +30,8 @@ demo: release
 #     sample of the crash suites (undo-log: only its broken variants; each of
 #     its states costs two libpmemobj opens, ~0.3 s under the sanitizers);
 #  2. the crash suites in a release build, where the harness is about ten
-#     times faster, at 30 % of their full scale: 3*10^5 states over the
-#     reference structure and the pool protocol, 3*10^4 per pool strategy, per
+#     times faster, at 20 % of their full scale: 2*10^5 states over the
+#     reference structure and the pool protocol, 2*10^4 per pool strategy, per
 #     file-system model for `file` and for undo-log's libpmemobj.
 #     `make test-crash` runs the full scale (10^6: 13 minutes of tests on 2 cores);
 #  3. a ThreadSanitizer share: the tests of the code that runs threads (the
@@ -52,7 +52,7 @@ test: debug
 	CAIRN_CRASH_STATES=50000 ctest --preset debug -E '^Crash/UndoLog\.'
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS) --target $(CRASH_TESTS)
-	CAIRN_CRASH_STATES=300000 ctest --preset release -R '^Crash/'
+	CAIRN_CRASH_STATES=200000 ctest --preset release -R '^Crash/'
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS) --target $(TSAN_SHARE_TARGETS)
 	ctest --preset tsan -R $(TSAN_SHARE_TESTS) -E $(TSAN_SHARE_SKIP)
