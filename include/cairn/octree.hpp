@@ -90,7 +90,8 @@ struct Options {
   // (MemAvailable) is below this many bytes.
   std::uint64_t threshold_dram = 512ull << 20;
   // threshold_NVBM: collect garbage when the free part of the pool falls below
-  // this fraction.
+  // this fraction (the tree also collects once its chunks have doubled since
+  // the last collection, so a tree much smaller than its pool reuses blocks).
   double threshold_nvbm = 0.10;
   // T_transform: move a hot C1 subtree into C0 when its sampled access
   // frequency exceeds the coldest C0 region's by this ratio (seed §3.3).
