@@ -118,11 +118,12 @@ def check_case(args):
     print("PASS")
 
 
-def expect_refusal(gerris, workdir, gfs, words):
+def expect_refusal(gerris, workdir, gfs, words, env_extra=None):
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "case.gfs"), "w") as f:
         f.write(gfs)
-    env = dict(os.environ, CAIRN_GERRIS_RESUME="1", **MPI_ENV)
+    env = dict(os.environ, **MPI_ENV)
+    env.update(env_extra if env_extra is not None else {"CAIRN_GERRIS_RESUME": "1"})
     p = subprocess.run([gerris, "case.gfs"], cwd=workdir, env=env, capture_output=True, text=True, timeout=240)
     if p.returncode == 0 or words not in p.stderr:
         fail("%s: expected a refusal mentioning '%s', got exit %d:\n%s" % (workdir, words, p.returncode, p.stderr))
@@ -150,6 +151,10 @@ def check_bad_input(args):
         # and the pool still resumes its own case afterwards
         run(args.gerris, os.path.join(root, mode, "written"), prepare(text, args.module, pools, mode, "x"),
             {"CAIRN_GERRIS_RESUME": "1"})
+    # a PM-octree pool too small for the mesh: stopped with a message naming the variable to raise
+    expect_refusal(args.gerris, os.path.join(root, "octree", "small"),
+                   prepare(text, args.module, os.path.join(root, "pools-small"), "octree", "x"),
+                   "CAIRN_GERRIS_POOL_SIZE", {"CAIRN_GERRIS_POOL_SIZE": str(2 << 20)})
     shutil.rmtree(root, ignore_errors=True)
     print("PASS")
 
