@@ -26,7 +26,7 @@ demo: release
 	scripts/demo.sh build/release
 
 # `make test` runs, in order:
-#  1. the whole suite under address+undefined sanitizers, with a 5*10^4-state
+#  1. the whole suite under address+undefined sanitizers, with a 3*10^4-state
 #     sample of the crash suites (undo-log: only its broken variants; each of
 #     its states costs two libpmemobj opens, ~0.3 s under the sanitizers);
 #  2. the crash suites in a release build, where the harness is about ten
@@ -49,7 +49,7 @@ TSAN_SHARE_TESTS = '^(Pool|PoolErrors|FaultDevice|EmulatedDevice|Persist|CopyStr
 TSAN_SHARE_SKIP = 'Durability/|BrokenVariant'
 test: debug
 	@scripts/check-format.sh
-	CAIRN_CRASH_STATES=50000 ctest --preset debug -E '^Crash/UndoLog\.'
+	CAIRN_CRASH_STATES=30000 ctest --preset debug -E '^Crash/UndoLog\.'
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS) --target $(CRASH_TESTS)
 	CAIRN_CRASH_STATES=200000 ctest --preset release -R '^Crash/'
