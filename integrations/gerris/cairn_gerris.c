@@ -519,39 +519,28 @@ typedef struct {
   char* buf;
 } CellIO;
 
-/* A walk of Gerris's tree in the PM-octree's order: path[l] is the cell at
- * level l of the last octant asked for (path[0] the root), its child index
- * among its siblings in child[l]; the octree's traversals ask in Morton
- * order, so consecutive octants share most of the path. Valid while Gerris's
- * tree does not change (one persist). */
 typedef struct {
   CairnPersist* p;
+  FttCell* root;
   void* scratch;
   guint64 written;
-  int depth; /* path[0..depth] valid */
-  FttCell* path[CAIRN_OCTREE_MAX_LEVEL + 1];
-  int child[CAIRN_OCTREE_MAX_LEVEL + 1];
 } Mirror;
 
-/* The Gerris cell at an octant; NULL if Gerris's tree is coarser there. */
-static FttCell* cell_at(Mirror* m, const cairn_octant* o) {
-  int l = 1;
-  while (l <= m->depth && l <= o->level && m->child[l] == child_index_at(o->x, o->y, o->z, l)) l++;
-  m->depth = l - 1;
-  for (; l <= o->level; l++) {
-    FttCell* cell = m->path[l - 1];
-    if (FTT_CELL_IS_LEAF(cell) || FTT_CELL_IS_DESTROYED(cell)) return NULL;
-    m->child[l] = child_index_at(o->x, o->y, o->z, l);
-    m->path[l] = &cell->children->cell[m->child[l]];
-    m->depth = l;
+/* The Gerris cell at an octant: descend by the octant's coordinates; NULL if
+ * Gerris's tree is coarser there. */
+static FttCell* cell_at(FttCell* root, const cairn_octant* o) {
+  FttCell* cell = root;
+  for (int l = 1; l <= o->level; l++) {
+    if (cell == NULL || FTT_CELL_IS_LEAF(cell) || FTT_CELL_IS_DESTROYED(cell)) return NULL;
+    cell = &cell->children->cell[child_index_at(o->x, o->y, o->z, l)];
   }
-  return m->path[o->level];
+  return cell;
 }
 
 static int mirror_refine(const cairn_octant* o, const void* data, void* user) {
   (void)data;
   Mirror* m = user;
-  FttCell* cell = cell_at(m, o);
+  FttCell* cell = cell_at(m->root, o);
   return cell && !FTT_CELL_IS_DESTROYED(cell) && !FTT_CELL_IS_LEAF(cell);
 }
 
@@ -566,7 +555,7 @@ static void mirror_init(const cairn_octant* o, void* data, const void* parent, v
 static int mirror_coarsen(const cairn_octant* parent, const void* const* children, void* user) {
   (void)children;
   Mirror* m = user;
-  FttCell* cell = cell_at(m, parent);
+  FttCell* cell = cell_at(m->root, parent);
   return cell == NULL || FTT_CELL_IS_DESTROYED(cell) || FTT_CELL_IS_LEAF(cell);
 }
 
@@ -576,7 +565,7 @@ static void mirror_merge(const cairn_octant* parent, void* data, const void* con
 
 static int mirror_update(const cairn_octant* o, void* data, void* user) {
   Mirror* m = user;
-  payload_from_cell(m->p, cell_at(m, o), m->scratch);
+  payload_from_cell(m->p, cell_at(m->root, o), m->scratch);
   if (memcmp(m->scratch, data, m->p->payload_size) == 0) return 0;
   memcpy(data, m->scratch, m->p->payload_size);
   m->written++;
@@ -590,7 +579,7 @@ static void octree_check(CairnPersist* p, int rc, const char* what) {
 }
 
 static guint64 persist_octree(CairnPersist* p, GfsSimulation* sim) {
-  Mirror m = {p, g_malloc(p->payload_size), 0, 0, {single_root(p, sim)}, {0}};
+  Mirror m = {p, single_root(p, sim), g_malloc(p->payload_size), 0};
   octree_check(p, cairn_octree_refine(p->tree, 1, CAIRN_OCTREE_MAX_LEVEL, mirror_refine, mirror_init, &m),
                "cairn_octree_refine");
   octree_check(p, cairn_octree_coarsen(p->tree, 1, mirror_coarsen, mirror_merge, &m), "cairn_octree_coarsen");

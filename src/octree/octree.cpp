@@ -367,7 +367,14 @@ class Octree::Impl {
     free_.insert(free_.end(), bg_free_.begin(), bg_free_.end());
     bg_free_.clear();
     bg_free_.shrink_to_fit();
-    collect_at_chunks_ = 2 * (chunks_.size() - free_.size() / blocks_per_chunk_) + kGrowthChunks;
+    collected();
+  }
+
+  // After a collection found what is live (the free list is complete): the
+  // next one is due once the chunks have doubled from that.
+  void collected() {
+    const std::uint64_t live_chunks = chunks_.size() - free_.size() / blocks_per_chunk_;
+    collect_at_chunks_ = 2 * live_chunks + kGrowthChunks;
     ++gc_runs_;
   }
 
@@ -705,9 +712,7 @@ class Octree::Impl {
         if (!(m.bits[c][i / 64] & (std::uint64_t{1} << (i % 64)))) free_.push_back(chunks_[c] + i * block_bytes_);
     }
     std::reverse(free_.begin(), free_.end());  // lowest addresses first
-    const std::uint64_t live_chunks = chunks_.size() - free_.size() / blocks_per_chunk_;
-    collect_at_chunks_ = 2 * live_chunks + kGrowthChunks;
-    ++gc_runs_;
+    collected();
   }
 
   // After restore: mark from the committed root in a thread; chunks of the
