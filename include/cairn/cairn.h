@@ -557,6 +557,17 @@ int cairn_octree_coarsen(cairn_octree* tree, int recursive, cairn_octree_coarsen
                          cairn_octree_merge_fn merge, void* user);
 /* 2:1 balance across faces (full = 0) or faces, edges and corners (full = 1). */
 int cairn_octree_balance(cairn_octree* tree, int full, cairn_octree_init_fn init, void* user);
+/* Follows a tree the application keeps itself in one traversal (refine,
+ * coarsen and update_leaves together; see Octree::follow): `root` is the
+ * application's handle of its root octant; `children` fills `out` with the
+ * handles of an octant's 2^dims children (bit 0 x, bit 1 y, bit 2 z) and
+ * returns non-zero, or returns 0 if the octant is a leaf there; `update`
+ * writes the leaf's payload from its handle into the copy `data` and
+ * returns non-zero if it changed it. */
+typedef int (*cairn_octree_children_fn)(const cairn_octant* octant, const void* handle, const void** out, void* user);
+typedef int (*cairn_octree_follow_update_fn)(const cairn_octant* leaf, const void* handle, void* data, void* user);
+int cairn_octree_follow(cairn_octree* tree, const void* root, cairn_octree_children_fn children,
+                        cairn_octree_init_fn init, cairn_octree_follow_update_fn update, void* user);
 int cairn_octree_visit_leaves(const cairn_octree* tree, cairn_octree_visit_fn visit, void* user);
 int cairn_octree_update_leaves(cairn_octree* tree, cairn_octree_update_fn update, void* user);
 int cairn_octree_checksum(const cairn_octree* tree, uint64_t* out);

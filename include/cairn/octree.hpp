@@ -215,6 +215,26 @@ class Octree {
   // face, edge or corner) differ by at most one level.
   Result<void> balance(Connect connect, const InitFn& init);
 
+  // Follows a tree the application keeps itself (a solver's own mesh,
+  // persisted every step: seed 000's Gerris), in one traversal: the shape
+  // becomes the application's and every leaf's payload goes through
+  // `update`. What refine, coarsen and update_leaves do together, without
+  // their three traversals and without looking the application's cells up
+  // from the root for each octant. The application names its octants by
+  // handles: `root` is its root's; Follow::children is asked for the handles
+  // of an octant's 2^d children (in this tree's child order, bit 0 x, bit 1
+  // y, bit 2 z) and returns false if the octant is a leaf there. A leaf here
+  // that has children there is split (`init`, then its children are
+  // followed); an octant with children here that is a leaf there loses its
+  // subtree. `update` sees a scratch copy of the leaf's payload and returns
+  // true if it changed it (only then is the block copied and written).
+  struct Follow {
+    std::function<bool(const Octant&, const void* handle, const void** children)> children;
+    InitFn init;
+    std::function<bool(const Octant&, const void* handle, std::byte* data)> update;
+  };
+  Result<void> follow(const void* root, const Follow& fns);
+
   // ---- access ----
   // Every leaf in Morton order. Errc::corrupted if a block read on the way
   // fails its check (a damaged pool); the tree is not changed.

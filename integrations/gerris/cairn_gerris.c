@@ -526,22 +526,21 @@ typedef struct {
   guint64 written;
 } Mirror;
 
-/* The Gerris cell at an octant: descend by the octant's coordinates; NULL if
- * Gerris's tree is coarser there. */
-static FttCell* cell_at(FttCell* root, const cairn_octant* o) {
-  FttCell* cell = root;
-  for (int l = 1; l <= o->level; l++) {
-    if (cell == NULL || FTT_CELL_IS_LEAF(cell) || FTT_CELL_IS_DESTROYED(cell)) return NULL;
-    cell = &cell->children->cell[child_index_at(o->x, o->y, o->z, l)];
+/* The PM-octree follows Gerris's tree in one traversal (cairn_octree_follow):
+ * the handles are Gerris's cells. A destroyed cell (outside a solid) has no
+ * children here and is stored as a leaf of kind CP_LEAF_DESTROYED. */
+static int mirror_children(const cairn_octant* o, const void* handle, const void** out, void* user) {
+  (void)user;
+  const FttCell* cell = handle;
+  if (FTT_CELL_IS_DESTROYED(cell) || FTT_CELL_IS_LEAF(cell)) return 0;
+  /* cairn's child k has bit 0 = x, bit 1 = y, bit 2 = z (upper halves);
+   * child_index_at gives Gerris's index of the child holding a point. */
+  const guint32 half = 1u << (CAIRN_OCTREE_MAX_LEVEL - o->level - 1);
+  for (int k = 0; k < (1 << FTT_DIMENSION); k++) {
+    guint32 x = o->x + ((k & 1) ? half : 0u), y = o->y + ((k & 2) ? half : 0u), z = o->z + ((k & 4) ? half : 0u);
+    out[k] = &cell->children->cell[child_index_at(x, y, z, o->level + 1)];
   }
-  return cell;
-}
-
-static int mirror_refine(const cairn_octant* o, const void* data, void* user) {
-  (void)data;
-  Mirror* m = user;
-  FttCell* cell = cell_at(m->root, o);
-  return cell && !FTT_CELL_IS_DESTROYED(cell) && !FTT_CELL_IS_LEAF(cell);
+  return 1;
 }
 
 static void mirror_init(const cairn_octant* o, void* data, const void* parent, void* user) {
@@ -552,20 +551,10 @@ static void mirror_init(const cairn_octant* o, void* data, const void* parent, v
   ((PayloadHead*)data)->kind = 0xffffffffu;
 }
 
-static int mirror_coarsen(const cairn_octant* parent, const void* const* children, void* user) {
-  (void)children;
+static int mirror_update(const cairn_octant* o, const void* handle, void* data, void* user) {
+  (void)o;
   Mirror* m = user;
-  FttCell* cell = cell_at(m->root, parent);
-  return cell == NULL || FTT_CELL_IS_DESTROYED(cell) || FTT_CELL_IS_LEAF(cell);
-}
-
-static void mirror_merge(const cairn_octant* parent, void* data, const void* const* children, void* user) {
-  mirror_init(parent, data, children[0], user);
-}
-
-static int mirror_update(const cairn_octant* o, void* data, void* user) {
-  Mirror* m = user;
-  payload_from_cell(m->p, cell_at(m->root, o), m->scratch);
+  payload_from_cell(m->p, handle, m->scratch);
   if (memcmp(m->scratch, data, m->p->payload_size) == 0) return 0;
   memcpy(data, m->scratch, m->p->payload_size);
   m->written++;
@@ -580,10 +569,8 @@ static void octree_check(CairnPersist* p, int rc, const char* what) {
 
 static guint64 persist_octree(CairnPersist* p, GfsSimulation* sim) {
   Mirror m = {p, single_root(p, sim), g_malloc(p->payload_size), 0};
-  octree_check(p, cairn_octree_refine(p->tree, 1, CAIRN_OCTREE_MAX_LEVEL, mirror_refine, mirror_init, &m),
-               "cairn_octree_refine");
-  octree_check(p, cairn_octree_coarsen(p->tree, 1, mirror_coarsen, mirror_merge, &m), "cairn_octree_coarsen");
-  octree_check(p, cairn_octree_update_leaves(p->tree, mirror_update, &m), "cairn_octree_update_leaves");
+  octree_check(p, cairn_octree_follow(p->tree, m.root, mirror_children, mirror_init, mirror_update, &m),
+               "cairn_octree_follow");
   g_free(m.scratch);
   guint64 next = cairn_octree_version(p->tree) + 1;
   gchar* uri = stream_uri(p, next % 2 ? "hdr1" : "hdr0");

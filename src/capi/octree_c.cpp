@@ -172,6 +172,26 @@ int cairn_octree_balance(cairn_octree* t, int full, cairn_octree_init_fn init, v
   });
 }
 
+int cairn_octree_follow(cairn_octree* t, const void* root, cairn_octree_children_fn children, cairn_octree_init_fn init,
+                        cairn_octree_follow_update_fn update, void* user) {
+  return guard("cairn_octree_follow", [&]() -> int {
+    if (t == nullptr || children == nullptr || update == nullptr)
+      return null_arg("cairn_octree_follow", "tree, children or update is NULL");
+    co::Octree::Follow fns;
+    fns.children = [=](const co::Octant& o, const void* h, const void** out) {
+      const cairn_octant c = to_c(o);
+      return children(&c, h, out, user) != 0;
+    };
+    fns.init = init_fn(init, user);
+    fns.update = [=](const co::Octant& o, const void* h, std::byte* d) {
+      const cairn_octant c = to_c(o);
+      return update(&c, h, d, user) != 0;
+    };
+    auto r = t->tree->follow(root, fns);
+    return r.ok() ? 0 : fail("cairn_octree_follow", r.error());
+  });
+}
+
 int cairn_octree_visit_leaves(const cairn_octree* t, cairn_octree_visit_fn visit, void* user) {
   return guard("cairn_octree_visit_leaves", [&]() -> int {
     if (t == nullptr || visit == nullptr) return null_arg("cairn_octree_visit_leaves", "tree or visit is NULL");

@@ -1244,6 +1244,57 @@ struct Ops {
     }
   }
 
+  // follow: frames 0..d set; `handles` are the application's octants of
+  // frame d's slots.
+  void follow(int d, const void* const* handles, const Octree::Follow& fns, std::vector<std::byte>& scratch) {
+    for (int s = 0; s < t.slots_of(d); ++s) {
+      if (d <= t.region_level_) t.maybe_evict();
+      t.path_[d].slot = s;
+      const Octant o = t.octant_at(d, s);
+      Ref c = t.child(t.path_[d].block, s);
+      const void* kids[8] = {};
+      if (fns.children(o, handles[s], kids)) {
+        if (c == 0) {
+          t.make_writable(d);
+          c = t.split(d, s, fns.init);
+        } else {
+          t.validate(c, pack(o));
+        }
+        enter(d + 1, c, o);
+        follow(d + 1, kids, fns, scratch);
+        continue;
+      }
+      if (c != 0) {
+        t.validate(c, pack(o));
+        t.make_writable(d);
+        drop(c, o);
+        t.child(t.path_[d].block, s) = 0;
+        t.touch(t.path_[d].block);
+      }
+      std::byte* cur = t.data(t.path_[d].block, s);
+      std::memcpy(scratch.data(), cur, t.data_size_);
+      if (!fns.update(o, handles[s], scratch.data())) continue;
+      t.make_writable(d);
+      std::memcpy(t.data(t.path_[d].block, s), scratch.data(), t.data_size_);
+      t.touch(t.path_[d].block);
+    }
+  }
+
+  // Frees the working version's private blocks of the subtree whose family
+  // block is `r` (the children of `o`); a shared block, and everything below
+  // it, belongs to the committed version too and waits for the collector.
+  void drop(Ref r, const Octant& o) {
+    if (!t.writable(r)) return;
+    for (int k = 0; k < t.fan_; ++k) {
+      const Ref c = t.child(r, k);
+      if (c == 0) continue;
+      const Octant q = child_of(o, k);
+      t.validate(c, pack(q));
+      drop(c, q);
+    }
+    t.free_private(r);
+  }
+
   // Descends to the octant `q`, splitting leaves on the way; every octant
   // made internal is reported. Leaves path_ at q's frame. The frames of the
   // previous descent stay valid (copies and splits update path_ in place), so
@@ -1347,6 +1398,20 @@ Result<void> Octree::coarsen(bool recursive, const CoarsenFn& fn, const MergeFn&
     std::vector<LeafView> family;
     ops.enter(0, t.work_root_, Octant{});
     ops.coarsen(0, recursive, fn, merge, fresh, family);
+    t.maybe_evict();
+    return {};
+  });
+}
+
+Result<void> Octree::follow(const void* root, const Follow& fns) {
+  Impl& t = *impl_;
+  if (!fns.children || !fns.update) return make_error(Errc::invalid_argument, "follow: no children or update callback");
+  return guard([&]() -> Result<void> {
+    Ops ops{t};
+    std::vector<std::byte> scratch(t.stride_);
+    const void* handles[1] = {root};
+    ops.enter(0, t.work_root_, Octant{});
+    ops.follow(0, handles, fns, scratch);
     t.maybe_evict();
     return {};
   });

@@ -289,6 +289,166 @@ TEST(Octree, ChangingOneLeafCopiesOnlyItsPathAndSharesTheRest) {
   EXPECT_EQ(t.persist().value().blocks_written, 0u);
 }
 
+// ---- an application's own tree, for follow(): a node per octant.
+struct AppNode {
+  std::uint64_t value = 0;
+  std::unique_ptr<AppNode[]> kids;  // 2^d children, or none (a leaf)
+};
+
+AppNode* app_find(AppNode* root, const Octant& o) {
+  AppNode* n = root;
+  for (int l = 1; l <= o.level && n != nullptr; ++l) {
+    if (!n->kids) return nullptr;
+    const int shift = kMaxLevel - l;
+    const int k = static_cast<int>(((o.x >> shift) & 1u) | (((o.y >> shift) & 1u) << 1) | (((o.z >> shift) & 1u) << 2));
+    n = &n->kids[static_cast<std::size_t>(k)];
+  }
+  return n;
+}
+
+// One step of a random adaptive mesh: leaves refine, families of leaves
+// coarsen, whole subtrees vanish, values change.
+void app_step(AppNode& n, int level, int fan, int max_level, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0, 1);
+  if (!n.kids) {
+    if (level < max_level && u(rng) < 0.25) {
+      n.kids = std::make_unique<AppNode[]>(static_cast<std::size_t>(fan));
+      for (int k = 0; k < fan; ++k) n.kids[static_cast<std::size_t>(k)].value = rng();
+    } else if (u(rng) < 0.3) {
+      n.value = rng();
+    }
+    return;
+  }
+  if (level >= 1 && u(rng) < 0.04) {  // a subtree of any depth goes at once
+    n.kids.reset();
+    n.value = rng();
+    return;
+  }
+  for (int k = 0; k < fan; ++k) app_step(n.kids[static_cast<std::size_t>(k)], level + 1, fan, max_level, rng);
+  bool leaves = true;
+  for (int k = 0; k < fan; ++k) leaves = leaves && !n.kids[static_cast<std::size_t>(k)].kids;
+  if (leaves && u(rng) < 0.15) n.kids.reset();
+}
+
+Octree::Follow app_follow(int fan) {
+  Octree::Follow f;
+  f.children = [fan](const Octant&, const void* h, const void** out) {
+    const auto* n = static_cast<const AppNode*>(h);
+    if (!n->kids) return false;
+    for (int k = 0; k < fan; ++k) out[k] = &n->kids[static_cast<std::size_t>(k)];
+    return true;
+  };
+  f.init = [](const Octant&, std::byte* d, const std::byte*) { std::memset(d, 0xEE, 8); };
+  f.update = [](const Octant&, const void* h, std::byte* d) {
+    const std::uint64_t v = static_cast<const AppNode*>(h)->value;
+    if (std::memcmp(d, &v, 8) == 0) return false;
+    std::memcpy(d, &v, 8);
+    return true;
+  };
+  return f;
+}
+
+TEST(Octree, FollowGivesWhatRefineCoarsenAndUpdateGiveInOneTraversal) {
+  for (int dims : {2, 3}) {
+    for (std::uint64_t budget : {std::uint64_t{0}, std::uint64_t{16} << 20, std::uint64_t{64} << 10}) {
+      SCOPED_TRACE("dims " + std::to_string(dims) + ", dram budget " + std::to_string(budget));
+      const int fan = 1 << dims;
+      const int max_level = dims == 2 ? 8 : 5;
+      Options o = opts(dims);
+      o.dram_budget = budget;
+      const std::string path = pool_path("follow" + std::to_string(dims) + "_" + std::to_string(budget));
+      auto fa = Octree::create(path, o);
+      auto fb = Octree::create(pool_path("follow_ref"), o);
+      ASSERT_TRUE(fa.ok() && fb.ok());
+      Octree& a = *fa.value();
+      Octree& b = *fb.value();
+      AppNode app;
+      std::mt19937_64 rng(42 + static_cast<unsigned>(dims));
+      const auto fns = app_follow(fan);
+      std::uint64_t leaves_seen = 0;
+      for (int step = 0; step < 25; ++step) {
+        app_step(app, 0, fan, max_level, rng);
+        ASSERT_TRUE(a.follow(&app, fns).ok());
+        // The same through the three separate operations.
+        ASSERT_TRUE(b.refine(
+                         true,
+                         [&](const Octant& q, const std::byte*) {
+                           const AppNode* n = app_find(&app, q);
+                           return n != nullptr && n->kids != nullptr;
+                         },
+                         fns.init)
+                        .ok());
+        ASSERT_TRUE(b.coarsen(
+                         true,
+                         [&](const Octant& q, std::span<const LeafView>) {
+                           const AppNode* n = app_find(&app, q);
+                           return n == nullptr || !n->kids;
+                         },
+                         nullptr)
+                        .ok());
+        ASSERT_TRUE(
+            b.update_leaves([&](const Octant& q, std::byte* d) { return fns.update(q, app_find(&app, q), d); }).ok());
+        const std::uint64_t sum = a.checksum().value();
+        ASSERT_EQ(sum, b.checksum().value()) << "step " << step;
+        leaves_seen += a.leaf_count().value();
+        if (step % 3 == 2) continue;  // some steps follow twice before a persist
+        ASSERT_TRUE(a.persist().ok());
+        ASSERT_TRUE(b.persist().ok());
+        // Following an unchanged tree writes what reading it writes: nothing
+        // with every block in the pool.
+        ASSERT_TRUE(a.follow(&app, fns).ok());
+        ASSERT_TRUE(
+            b.update_leaves([&](const Octant& q, std::byte* d) { return fns.update(q, app_find(&app, q), d); }).ok());
+        const std::uint64_t written = a.persist().value().blocks_written;
+        EXPECT_EQ(written, b.persist().value().blocks_written) << "step " << step;
+        if (budget == 0) {
+          EXPECT_EQ(written, 0u) << "step " << step;
+        }
+      }
+      EXPECT_GT(leaves_seen, 25u * 100);  // the mesh really adapted
+      ASSERT_TRUE(a.verify().ok());
+      const std::uint64_t last = a.checksum().value();
+      fa.value().reset();
+      Options r = o;
+      r.background_gc = false;
+      auto back = Octree::restore(path, r);
+      ASSERT_TRUE(back.ok());
+      EXPECT_EQ(back.value()->checksum().value(), last);
+      ASSERT_TRUE(back.value()->verify().ok());
+    }
+  }
+}
+
+TEST(Octree, FollowFreesTheBlocksOfASubtreeItDropsInTheSameVersion) {
+  Options o = opts(3);
+  o.dram_budget = 0;  // every block in the pool: freed blocks go to the free list
+  auto tr = Octree::create(pool_path("follow_free"), o);
+  ASSERT_TRUE(tr.ok());
+  Octree& t = *tr.value();
+  const auto fns = app_follow(8);
+  AppNode app;
+  ASSERT_TRUE(t.follow(&app, fns).ok());
+  ASSERT_TRUE(t.persist().ok());
+  // Three levels below the root's first child: 1 + 8 + 64 family blocks.
+  app.kids = std::make_unique<AppNode[]>(8);
+  std::function<void(AppNode&, int)> grow = [&](AppNode& n, int levels) {
+    if (levels == 0) return;
+    n.kids = std::make_unique<AppNode[]>(8);
+    for (int k = 0; k < 8; ++k) grow(n.kids[static_cast<std::size_t>(k)], levels - 1);
+  };
+  grow(app.kids[0], 3);
+  ASSERT_TRUE(t.follow(&app, fns).ok());
+  EXPECT_EQ(t.leaf_count().value(), 7u + 512u);
+  const std::uint64_t free_before = t.stats().value().free_blocks;
+  app.kids.reset();  // the whole subtree goes before any persist
+  ASSERT_TRUE(t.follow(&app, fns).ok());
+  EXPECT_EQ(t.leaf_count().value(), 1u);
+  // The root's family block and the 73 below it were private: all freed.
+  EXPECT_EQ(t.stats().value().free_blocks, free_before + 1 + 1 + 8 + 64);
+  ASSERT_TRUE(t.persist().ok());
+  ASSERT_TRUE(t.verify().ok());
+}
+
 TEST(Octree, GarbageCollectionFreesWhatNoVersionReachesAndKeepsTheRest) {
   Options o = opts(3);
   o.dram_budget = 0;

@@ -1,7 +1,7 @@
 /* octree_test.c — the PM-octree C API (cairn_octree_*) and seed 000's names
  * (cairn/pm_octree.h) from C11: build, refine, coarsen, balance, persist, a
- * lost working version, restore, payload updates, and the errors a caller
- * can cause. */
+ * lost working version, restore, payload updates, following an application's
+ * own tree, and the errors a caller can cause. */
 #define _XOPEN_SOURCE 700
 #include <stdint.h>
 #include <stdio.h>
@@ -105,6 +105,85 @@ static void test_seed_names(void) {
   CHECK(strstr(cairn_errormsg(), "tree.pool") != NULL);
 }
 
+/* An application's own quadtree for cairn_octree_follow: a node per octant. */
+struct node {
+  double value;
+  struct node* kids; /* 4 children, or NULL: a leaf */
+};
+
+static int node_children(const cairn_octant* o, const void* handle, const void** out, void* user) {
+  (void)o;
+  (void)user;
+  const struct node* n = handle;
+  if (n->kids == NULL) return 0;
+  for (int k = 0; k < 4; ++k) out[k] = &n->kids[k];
+  return 1;
+}
+
+static int node_update(const cairn_octant* o, const void* handle, void* data, void* user) {
+  (void)o;
+  int* writes = user;
+  const struct node* n = handle;
+  struct cell* c = data;
+  if (c->value == n->value) return 0;
+  c->value = n->value;
+  ++*writes;
+  return 1;
+}
+
+static void node_init(const cairn_octant* o, void* data, const void* parent, void* user) {
+  (void)o;
+  (void)parent;
+  (void)user;
+  ((struct cell*)data)->value = -1; /* no application value: update writes it */
+}
+
+static void count_leaf(const cairn_octant* o, const void* data, void* user) {
+  (void)o;
+  double* sum = user;
+  *sum += ((const struct cell*)data)->value;
+}
+
+static void test_follow(void) {
+  g_test = "follow";
+  char path[700];
+  snprintf(path, sizeof path, "%s/follow.pool", g_dir);
+  cairn_octree_options o;
+  cairn_octree_options_init(&o);
+  o.dims = 2;
+  o.data_size = sizeof(struct cell);
+  o.pool_size = 16u << 20;
+  cairn_octree* t = NULL;
+  REQUIRE_OK(cairn_octree_create(path, &o, &t));
+  struct node grand[4] = {{10, NULL}, {11, NULL}, {12, NULL}, {13, NULL}};
+  struct node kids[4] = {{1, NULL}, {2, grand}, {3, NULL}, {4, NULL}};
+  struct node root = {0, kids};
+  int writes = 0;
+  REQUIRE_OK(cairn_octree_follow(t, &root, node_children, node_init, node_update, &writes));
+  uint64_t leaves = 0;
+  REQUIRE_OK(cairn_octree_leaf_count(t, &leaves));
+  CHECK_EQ_U64(leaves, 7);
+  CHECK(writes == 7);
+  double sum = 0;
+  REQUIRE_OK(cairn_octree_visit_leaves(t, count_leaf, &sum));
+  CHECK(sum == 1 + 10 + 11 + 12 + 13 + 3 + 4);
+  REQUIRE_OK(cairn_octree_persist(t, NULL));
+  /* The application coarsens kid 1, refines kid 3 and changes one value. */
+  kids[1].kids = NULL;
+  kids[3].kids = grand;
+  kids[0].value = 5;
+  writes = 0;
+  REQUIRE_OK(cairn_octree_follow(t, &root, node_children, node_init, node_update, &writes));
+  REQUIRE_OK(cairn_octree_leaf_count(t, &leaves));
+  CHECK_EQ_U64(leaves, 7);
+  CHECK(writes == 6); /* kid 0, kid 1 (now a leaf) and the four new ones */
+  sum = 0;
+  REQUIRE_OK(cairn_octree_visit_leaves(t, count_leaf, &sum));
+  CHECK(sum == 5 + 2 + 3 + 10 + 11 + 12 + 13);
+  CHECK_ERR(cairn_octree_follow(t, &root, NULL, node_init, node_update, NULL), CAIRN_E_INVALID_ARGUMENT, "NULL");
+  REQUIRE_OK(cairn_octree_delete(&t));
+}
+
 static void test_errors(void) {
   g_test = "errors";
   char path[700];
@@ -133,6 +212,7 @@ static void test_errors(void) {
 int main(void) {
   make_scratch_dir("cairn-octree");
   test_seed_names();
+  test_follow();
   test_errors();
   return finish("octree_test");
 }
