@@ -264,7 +264,12 @@ Result<Redundancy> parse_redundancy(const std::string& s);  // "local" | "partne
 
 struct Options {
   // Strategy, directory (one per rank or shared: names carry the rank),
-  // device, threads. name is the job's base name.
+  // device, threads. name is the job's base name. "{numa}" in the directory
+  // stands for the NUMA node the rank runs on ($CAIRN_NUMA_NODE overrides):
+  // "/mnt/pmem{numa}/job" keeps each rank's pools on its own socket's NVM.
+  // A rank relaunched on another socket finds its files where they are.
+  // (Pools on tmpfs need no token: Linux places a page on the node of the
+  // CPU that first touches it, the rank's own.)
   persist::Options persist;
   Redundancy redundancy = Redundancy::local;
   // Nodes. > 0: simulated nodes of this many consecutive ranks, node k
@@ -364,11 +369,10 @@ class Context {
 
  private:
   Context();
-  // The options on this node: the rank's node directory (created) and the
-  // flush interval's default. Then the Context of one rank around its lanes,
-  // without MPI (create() adds the communicators; a supervised compute
-  // process has none).
-  static Options place(Options options, const detail::Topology& t);
+  // The options on this node: the rank's node directory (created; "{numa}"
+  // in it resolved, see Options::persist) and the flush interval's default. Then the Context of one rank around its
+  // lanes, without MPI (create() adds the communicators; a supervised compute process has none).
+  static Result<Options> place(Options options, const detail::Topology& t);
   static Result<std::unique_ptr<Context>> assemble(const detail::Topology& t, Options options);
   void beat();
   bool protected_() const;

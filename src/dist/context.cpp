@@ -154,8 +154,8 @@ Result<std::unique_ptr<Context>> Context::create(MPI_Comm comm, Options options)
                       std::string("redundancy '") + to_string(options.redundancy) +
                           "' keeps copies on other nodes, "
                           "and this job has one node: simulate nodes with a ranks-per-node setting, or use local");
-  options = place(std::move(options), t);
-  auto c = assemble(t, std::move(options));
+  auto placed = place(std::move(options), t);
+  auto c = placed.ok() ? assemble(t, std::move(placed.value())) : Result<std::unique_ptr<Context>>(placed.error());
   Result<void> local;
   if (!c.ok()) local = c.error();
   if (auto r = agree_on(comm, local, "creating the lanes"); !r.ok()) return std::move(r).error();
@@ -167,9 +167,13 @@ Result<std::unique_ptr<Context>> Context::create(MPI_Comm comm, Options options)
   return c;
 }
 
-Options Context::place(Options options, const detail::Topology& t) {
+Result<Options> Context::place(Options options, const detail::Topology& t) {
   if (!options.pfs_dir.empty() && options.pfs_every == 0) options.pfs_every = 10;
-  options.persist.dir = detail::node_dir(options.persist.dir, t);
+  auto dir =
+      detail::numa_dir(options.persist.dir, t,
+                       options.persist.name + ".n" + std::to_string(t.nranks) + ".r" + std::to_string(t.rank) + ".");
+  if (!dir.ok()) return dir.error();
+  options.persist.dir = detail::node_dir(dir.value(), t);
   std::error_code ec;
   if (t.simulated) std::filesystem::create_directories(options.persist.dir, ec);
   if (!options.pfs_dir.empty()) std::filesystem::create_directories(options.pfs_dir, ec);
@@ -198,24 +202,27 @@ Result<std::vector<std::string>> Context::remove_storage(const Options& options,
     t.ranks_per_node = rpn;
     t.node = rank / rpn;
   }
-  persist::Options p = options.persist;
-  p.dir = detail::node_dir(p.dir, t);
-  auto out = RankStore::remove_storage(p, rank, nranks);
-  if (!out.ok()) return out;
+  std::vector<std::string> removed, files;
   std::error_code ec;
-  const std::string mine = p.name + ".n" + std::to_string(nranks) + ".r" + std::to_string(rank) + ".";
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(p.dir.empty() ? "." : p.dir, ec)) {
-    const std::string f = e.path().filename().string();
-    if (f.rfind(mine + "copy-of.", 0) == 0 || f == mine + "xor.pool") files.push_back(e.path().string());
+  for (const std::string& dir : detail::numa_dirs(options.persist.dir)) {  // the rank's NUMA node may have changed
+    persist::Options p = options.persist;
+    p.dir = detail::node_dir(dir, t);
+    auto out = RankStore::remove_storage(p, rank, nranks);
+    if (!out.ok()) return out;
+    removed.insert(removed.end(), out.value().begin(), out.value().end());
+    const std::string mine = p.name + ".n" + std::to_string(nranks) + ".r" + std::to_string(rank) + ".";
+    for (const auto& e : fs::directory_iterator(p.dir.empty() ? "." : p.dir, ec)) {
+      const std::string f = e.path().filename().string();
+      if (f.rfind(mine + "copy-of.", 0) == 0 || f == mine + "xor.pool") files.push_back(e.path().string());
+    }
   }
   if (!options.pfs_dir.empty())
-    for (auto& f : detail::PfsFlusher::files(options.pfs_dir, p.name, rank, nranks)) files.push_back(f);
+    for (auto& f : detail::PfsFlusher::files(options.pfs_dir, options.persist.name, rank, nranks)) files.push_back(f);
   for (const auto& f : files) {
     if (!fs::remove(f, ec) && ec) return make_error(Errc::io_error, "cannot remove " + f + ": " + ec.message());
-    out.value().push_back(f);
+    removed.push_back(f);
   }
-  return out;
+  return removed;
 }
 
 Result<void> Context::open() {

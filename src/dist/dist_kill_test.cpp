@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -443,6 +444,44 @@ TEST_F(DistKill, LostStorageOfOneRankIsNamed) {
   Outcome r = mpirun(3, {"--iterations", "20", "--resume"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("rank 1 lacks the versions the other ranks hold"), std::string::npos) << r.output;
+}
+
+// "{numa}" in --dir: each rank's lanes go to the directory of the NUMA node
+// it runs on, and a resume finds them there.
+TEST_F(DistKill, NumaTokenPlacesEachRanksStorageInItsNodesDirectory) {
+  std::vector<std::string> node_dirs;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/devices/system/node", ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.size() > 4 && f.rfind("node", 0) == 0 && std::isdigit(static_cast<unsigned char>(f[4])))
+      node_dirs.push_back(dir.file("pm" + f.substr(4)));
+  }
+  if (node_dirs.empty()) node_dirs.push_back(dir.file("pm0"));
+  for (const auto& d : node_dirs) std::filesystem::create_directories(d);
+  const std::string numa = dir.file("pm{numa}");
+  auto run = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> a{"--oversubscribe", "-n", "2", CAIRN_DIST_WORKER, "--dir", numa};
+    a.insert(a.end(), args.begin(), args.end());
+    return cairn::testing::run_program(CAIRN_MPIEXEC, a);
+  };
+  Outcome k = run({"--iterations", "40", "--kill-rank", "1", "--kill-at", "20", "--kill-when", "after-local",
+                   "--stall-others-ms", "20000"});
+  ASSERT_NE(k.exit_code, 0) << k.output;
+  Outcome r = run({"--iterations", "40", "--resume"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto restored = parse(r.output, "restored");
+  ASSERT_EQ(restored.size(), 2u) << r.output;
+  for (const auto& [rank, l] : restored) {
+    EXPECT_EQ(l.version, 19u) << r.output;
+    EXPECT_EQ(l.match, 1) << r.output;
+  }
+  for (const auto& [rank, l] : parse(r.output, "done")) EXPECT_EQ(l.match, 1) << r.output;
+  for (const char* rank : {"r0", "r1"}) {
+    int found = 0;
+    for (const auto& d : node_dirs) found += std::filesystem::exists(d + "/worker.n2." + rank + ".a.pool") ? 1 : 0;
+    EXPECT_EQ(found, 1) << rank << "'s lane a should be in exactly one node's directory\n" << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir.file(std::string("worker.n2.") + rank + ".a.pool")));
+  }
 }
 
 TEST_F(DistKill, UndoLogIsRefusedWithAReason) {

@@ -3,6 +3,7 @@
 #include "dist/protection.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -113,6 +114,67 @@ int ranks_per_node_setting(int option) {
 std::string node_dir(const std::string& dir, const Topology& t) {
   if (!t.simulated) return dir;
   return (fs::path(dir.empty() ? "." : dir) / ("node" + std::to_string(t.node))).string();
+}
+
+namespace {
+constexpr std::string_view kNumaToken = "{numa}";
+
+std::string with_numa(std::string dir, int node) {
+  for (auto at = dir.find(kNumaToken); at != std::string::npos; at = dir.find(kNumaToken, at))
+    dir.replace(at, kNumaToken.size(), std::to_string(node));
+  return dir;
+}
+
+// The NUMA nodes present (node<k> in sysfs); {0} on a machine without them.
+std::vector<int> numa_nodes() {
+  std::vector<int> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/sys/devices/system/node", ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.size() > 4 && f.rfind("node", 0) == 0 && f.find_first_not_of("0123456789", 4) == std::string::npos)
+      out.push_back(std::atoi(f.c_str() + 4));
+  }
+  if (out.empty()) out.push_back(0);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool holds(const std::string& dir, const std::string& stem) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir.empty() ? "." : dir, ec))
+    if (e.path().filename().string().rfind(stem, 0) == 0) return true;
+  return false;
+}
+}  // namespace
+
+Result<std::string> numa_dir(const std::string& dir, const Topology& t, const std::string& stem) {
+  if (dir.find(kNumaToken) == std::string::npos) return dir;
+  const std::vector<int> nodes = numa_nodes();
+  int node = 0;
+  if (const char* e = std::getenv("CAIRN_NUMA_NODE"); e != nullptr && *e != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*end != '\0' || std::find(nodes.begin(), nodes.end(), v) == nodes.end())
+      return make_error(Errc::invalid_argument, std::string("CAIRN_NUMA_NODE=") + e +
+                                                    " names no NUMA node of this machine (it has " +
+                                                    std::to_string(nodes.size()) + "): unset it or name one");
+    node = static_cast<int>(v);
+  } else {
+    unsigned cpu = 0, here = 0;
+    if (::getcpu(&cpu, &here) == 0) node = static_cast<int>(here);
+  }
+  const std::string mine = with_numa(dir, node);
+  if (holds(node_dir(mine, t), stem)) return mine;
+  for (const int k : nodes)
+    if (k != node && holds(node_dir(with_numa(dir, k), t), stem)) return with_numa(dir, k);
+  return mine;
+}
+
+std::vector<std::string> numa_dirs(const std::string& dir) {
+  if (dir.find(kNumaToken) == std::string::npos) return {dir};
+  std::vector<std::string> out;
+  for (const int k : numa_nodes()) out.push_back(with_numa(dir, k));
+  return out;
 }
 
 // ---- SlotFile ----

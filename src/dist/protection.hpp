@@ -66,6 +66,15 @@ struct Topology {
 // consecutive ranks and the same number each).
 Result<Topology> make_topology(MPI_Comm comm, int ranks_per_node, int xor_group);
 std::string node_dir(const std::string& dir, const Topology& t);
+// NUMA placement: "{numa}" in a storage directory stands for the NUMA node
+// the rank runs on ($CAIRN_NUMA_NODE if set, else the node of its CPU), so
+// each rank keeps its pools on its own socket's device (/mnt/pmem{numa}).
+// A rank whose files (`stem`*) are only under another node's directory (it
+// was relaunched on another socket) keeps using them there. Without
+// "{numa}" the directory is returned as it is.
+Result<std::string> numa_dir(const std::string& dir, const Topology& t, const std::string& stem);
+// The directory for every NUMA node present (dir itself without "{numa}").
+std::vector<std::string> numa_dirs(const std::string& dir);
 // Simulated ranks per node: the option, else $CAIRN_RANKS_PER_NODE, else 0.
 int ranks_per_node_setting(int option);
 

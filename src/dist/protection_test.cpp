@@ -3,7 +3,10 @@
 #include "dist/protection.hpp"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -151,3 +154,52 @@ TEST(PfsFlusher, DamagedTruncatedOrForeignFilesAreCorrupted) {
 }
 
 }  // namespace
+
+// "{numa}" in a storage directory. This machine may have one NUMA node; the
+// relaunch onto another node is reached through $CAIRN_NUMA_NODE where the
+// machine has more than one.
+TEST(NumaDir, TheTokenBecomesTheRanksNodeAndAFileElsewhereIsFound) {
+  using cairn::dist::detail::numa_dir;
+  using cairn::dist::detail::numa_dirs;
+  TempDir dir;
+  cairn::dist::detail::Topology t;
+  ::unsetenv("CAIRN_NUMA_NODE");
+  const auto plain = numa_dir(dir.file("pm"), t, "job.n1.r0.");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain.value(), dir.file("pm"));
+  EXPECT_EQ(numa_dirs(dir.file("pm")), std::vector<std::string>{dir.file("pm")});
+
+  unsigned cpu = 0, node = 0;
+  ASSERT_EQ(::getcpu(&cpu, &node), 0);
+  const auto here = numa_dir(dir.file("pm{numa}/x{numa}"), t, "job.n1.r0.");
+  ASSERT_TRUE(here.ok());
+  EXPECT_EQ(here.value(), dir.file("pm" + std::to_string(node) + "/x" + std::to_string(node)));
+  const auto all = numa_dirs(dir.file("pm{numa}"));
+  ASSERT_FALSE(all.empty());
+  EXPECT_NE(std::find(all.begin(), all.end(), dir.file("pm" + std::to_string(node))), all.end());
+
+  // Simulated nodes: the node directory goes below the NUMA one.
+  t.simulated = true;
+  t.node = 1;
+  ::setenv("CAIRN_NUMA_NODE", std::to_string(all.size() - 1).c_str(), 1);
+  const std::string last = all.back();
+  const auto sim = numa_dir(dir.file("pm{numa}"), t, "job.n2.r1.");
+  ASSERT_TRUE(sim.ok());
+  EXPECT_EQ(sim.value(), last);
+  // The rank's files already under another node's directory are used there.
+  if (all.size() > 1) {
+    std::filesystem::create_directories(all.front() + "/node1");
+    std::ofstream(all.front() + "/node1/job.n2.r1.a.pool") << "x";
+    EXPECT_EQ(numa_dir(dir.file("pm{numa}"), t, "job.n2.r1.").value(), all.front());
+    EXPECT_EQ(numa_dir(dir.file("pm{numa}"), t, "job.n2.r0.").value(), last);  // another rank's: its own node
+  }
+
+  ::setenv("CAIRN_NUMA_NODE", "9999", 1);
+  const auto bad = numa_dir(dir.file("pm{numa}"), t, "job.n2.r1.");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, Errc::invalid_argument);
+  EXPECT_NE(bad.error().message.find("CAIRN_NUMA_NODE=9999"), std::string::npos);
+  ::setenv("CAIRN_NUMA_NODE", "0x", 1);
+  EXPECT_FALSE(numa_dir(dir.file("pm{numa}"), t, "job.n2.r1.").ok());
+  ::unsetenv("CAIRN_NUMA_NODE");
+}
