@@ -376,9 +376,9 @@ Result<GerrisReport> run_gerris_bench(const GerrisBenchOptions& o, std::ostream*
   }
   for (auto& r : rep.rows) {
     const GerrisRow* none = find_row(rep.rows, r.case_name, "run", "none");
-    if (r.kind == "run" && none != nullptr && none->wall_median > 0)
-      r.overhead_pct = 100 * (r.wall_median - none->wall_median) / none->wall_median,
-      r.persist_pct = 100 * r.persists * r.ms_per_persist / 1e3 / none->wall_median;
+    if (r.kind != "run" || none == nullptr || none->wall_median <= 0) continue;
+    r.overhead_pct = 100 * (r.wall_median - none->wall_median) / none->wall_median;
+    r.persist_pct = 100 * r.persists * r.ms_per_persist / 1e3 / none->wall_median;
   }
   return rep;
 }

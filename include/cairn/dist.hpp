@@ -370,8 +370,9 @@ class Context {
  private:
   Context();
   // The options on this node: the rank's node directory (created; "{numa}"
-  // in it resolved, see Options::persist) and the flush interval's default. Then the Context of one rank around its
-  // lanes, without MPI (create() adds the communicators; a supervised compute process has none).
+  // in it resolved, see Options::persist) and the flush interval's default.
+  // Then the Context of one rank around its lanes, without MPI (create()
+  // adds the communicators; a supervised compute process has none).
   static Result<Options> place(Options options, const detail::Topology& t);
   static Result<std::unique_ptr<Context>> assemble(const detail::Topology& t, Options options);
   void beat();

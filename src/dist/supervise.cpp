@@ -88,12 +88,8 @@ int supervise(MPI_Comm comm, Options options, const std::function<int(Context&)>
   }
   const detail::Topology t = topo.value();
   auto placed = Context::place(std::move(options), t);
-  int bad = placed.ok() ? 0 : 1, any = 0;
-  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
-  if (any != 0) {
-    if (bad != 0) std::fprintf(stderr, "cairn dist: rank %d: %s\n", t.rank, placed.error().message.c_str());
-    return 2;
-  }
+  if (!placed.ok()) std::fprintf(stderr, "cairn dist: rank %d: %s\n", t.rank, placed.error().message.c_str());
+  if (!all_ok(comm, placed.ok())) return 2;
   options = std::move(placed.value());
   MPI_Comm job;
   MPI_Comm_dup(comm, &job);

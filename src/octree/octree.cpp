@@ -1244,6 +1244,19 @@ struct Ops {
     }
   }
 
+  // Offers the payload of frame d's current slot to `fn` as a scratch copy;
+  // only if fn reports a change is the path made writable and the payload
+  // written back.
+  template <class Fn>
+  void rewrite(int d, std::vector<std::byte>& scratch, const Fn& fn) {
+    const int s = t.path_[d].slot;
+    std::memcpy(scratch.data(), t.data(t.path_[d].block, s), t.data_size_);
+    if (!fn(scratch.data())) return;
+    t.make_writable(d);
+    std::memcpy(t.data(t.path_[d].block, s), scratch.data(), t.data_size_);
+    t.touch(t.path_[d].block);
+  }
+
   // follow: frames 0..d set; `handles` are the application's octants of
   // frame d's slots.
   void follow(int d, const void* const* handles, const Octree::Follow& fns, std::vector<std::byte>& scratch) {
@@ -1271,12 +1284,7 @@ struct Ops {
         t.child(t.path_[d].block, s) = 0;
         t.touch(t.path_[d].block);
       }
-      std::byte* cur = t.data(t.path_[d].block, s);
-      std::memcpy(scratch.data(), cur, t.data_size_);
-      if (!fns.update(o, handles[s], scratch.data())) continue;
-      t.make_writable(d);
-      std::memcpy(t.data(t.path_[d].block, s), scratch.data(), t.data_size_);
-      t.touch(t.path_[d].block);
+      rewrite(d, scratch, [&](std::byte* data) { return fns.update(o, handles[s], data); });
     }
   }
 
@@ -1488,12 +1496,7 @@ Result<void> Octree::update_leaves(const UpdateFn& fn) {
           const Octant o = t.octant_at(d, s);
           const Ref c = t.child(t.path_[d].block, s);
           if (c == 0) {
-            std::byte* cur = t.data(t.path_[d].block, s);
-            std::memcpy(scratch.data(), cur, t.data_size_);
-            if (!fn(o, scratch.data())) continue;
-            t.make_writable(d);
-            std::memcpy(t.data(t.path_[d].block, s), scratch.data(), t.data_size_);
-            t.touch(t.path_[d].block);
+            ops.rewrite(d, scratch, [&](std::byte* data) { return fn(o, data); });
             continue;
           }
           t.validate(c, pack(o));
@@ -1515,13 +1518,10 @@ Result<void> Octree::update_root(const UpdateFn& fn) {
   Impl& t = *impl_;
   return guard([&]() -> Result<void> {
     std::vector<std::byte> scratch(t.stride_);
-    std::memcpy(scratch.data(), t.data(t.work_root_, 0), t.data_size_);
-    if (!fn(Octant{}, scratch.data())) return {};
-    t.path_[0].block = t.work_root_;
+    Ops ops{t};
+    ops.enter(0, t.work_root_, Octant{});
     t.path_[0].slot = 0;
-    t.make_writable(0);
-    std::memcpy(t.data(t.work_root_, 0), scratch.data(), t.data_size_);
-    t.touch(t.work_root_);
+    ops.rewrite(0, scratch, [&](std::byte* data) { return fn(Octant{}, data); });
     return {};
   });
 }
