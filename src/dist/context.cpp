@@ -383,36 +383,9 @@ void Context::copy_chunk(std::uint64_t version, std::size_t c, std::byte* out) c
 }
 
 void Context::xor_ring(std::uint64_t version, bool contributes, std::byte* result) {
-  // A ring reduce-scatter with XOR: in step s member j sends the partial
-  // XOR of segment (j - s - 1) mod g to j + 1 and receives that of segment
-  // (j - s - 2) mod g from j - 1, adding its own chunk for it; after g - 1
-  // steps it holds its own segment, to which it adds nothing. Member j's
-  // contribution to segment t is its chunk (t - j - 1) mod g (none to t = j).
-  const std::size_t g = static_cast<std::size_t>(topo_->group_size);
-  const std::size_t j = static_cast<std::size_t>(topo_->node - topo_->group_first);
-  const int next = static_cast<int>((j + 1) % g), prev = static_cast<int>((j + g - 1) % g);
-  scratch_.resize(2 * chunk_);
-  std::byte* send = scratch_.data();
-  std::byte* recv = scratch_.data() + chunk_;
-  auto contribution = [&](std::size_t segment, std::byte* out) {
-    if (contributes)
-      copy_chunk(version, (segment + 2 * g - j - 1) % g, out);
-    else
-      std::memset(out, 0, chunk_);
-  };
-  contribution((j + g - 1) % g, send);
-  for (std::size_t step = 0; step + 1 < g; ++step) {
-    const bool last = step + 2 == g;
-    std::byte* in = last ? result : recv;
-    MPI_Sendrecv(send, static_cast<int>(chunk_), MPI_BYTE, next, 31, in, static_cast<int>(chunk_), MPI_BYTE, prev, 31,
-                 group_, MPI_STATUS_IGNORE);
-    stats_.redundancy_bytes_sent += chunk_;
-    if (last) break;
-    contribution((j + 2 * g - step - 2) % g, send);
-    auto* a = reinterpret_cast<std::uint64_t*>(send);
-    const auto* b = reinterpret_cast<const std::uint64_t*>(recv);
-    for (std::size_t i = 0; i < chunk_ / 8; ++i) a[i] ^= b[i];
-  }
+  std::function<void(std::size_t, std::byte*)> chunk_of;
+  if (contributes) chunk_of = [&](std::size_t c, std::byte* out) { copy_chunk(version, c, out); };
+  stats_.redundancy_bytes_sent += detail::xor_reduce_scatter(group_, chunk_, chunk_of, result, scratch_);
 }
 
 Result<void> Context::protect_parity(std::uint64_t version) {
@@ -647,7 +620,6 @@ Result<std::uint64_t> Context::restore() {
     for (int m : members)
       if (lost[static_cast<std::size_t>(m)]) lost_member = m;
     if (lost_member >= 0) {
-      const std::size_t gsz = members.size();
       const std::size_t k = static_cast<std::size_t>(lost_member / t.ranks_per_node - t.group_first);
       const int slot = static_cast<int>(g % 2);
       Result<void> check;
@@ -658,24 +630,13 @@ Result<std::uint64_t> Context::restore() {
       MPI_Allreduce(&ok, &all_ok_group, 1, MPI_INT, MPI_MIN, group_);
       if (!all_ok_group)
         rebuilt = check.ok() ? make_error(Errc::corrupted, "a parity segment of the group is damaged") : check;
-      std::vector<std::byte> q(chunk_);
       if (all_ok_group) {
-        xor_ring(g, lost_member != t.rank, q.data());
-        if (lost_member == t.rank) {
-          // Chunk c arrives from the member holding segment (k + 1 + c) mod g.
-          std::vector<std::byte> padded((gsz - 1) * chunk_);
-          std::vector<MPI_Request> reqs(gsz - 1);
-          for (std::size_t c = 0; c + 1 < gsz; ++c) {
-            const int seg = static_cast<int>((k + 1 + c) % gsz);
-            MPI_Irecv(padded.data() + c * chunk_, static_cast<int>(chunk_), MPI_BYTE, seg, 22, group_, &reqs[c]);
-          }
-          MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
-          rebuilt = store_->rewrite(g, padded.data());
-        } else {
-          const std::byte* p = parity_->data(slot);
-          for (std::size_t i = 0; i < chunk_; ++i) q[i] ^= p[i];
-          MPI_Send(q.data(), static_cast<int>(chunk_), MPI_BYTE, static_cast<int>(k), 22, group_);
-        }
+        std::vector<std::byte> padded;
+        const bool me = lost_member == t.rank;
+        detail::xor_rebuild(
+            group_, static_cast<int>(k), chunk_, [&](std::size_t c, std::byte* out) { copy_chunk(g, c, out); },
+            me ? nullptr : parity_->data(slot), me ? &padded : nullptr, scratch_);
+        if (me) rebuilt = store_->rewrite(g, padded.data());
       }
     }
   }

@@ -278,6 +278,69 @@ std::uint64_t payload_checksum(const std::vector<std::uint64_t>& block_hashes) {
 
 // ---- PfsFlusher ----
 
+std::uint64_t xor_reduce_scatter(MPI_Comm group, std::size_t chunk,
+                                 const std::function<void(std::size_t, std::byte*)>& chunk_of, std::byte* result,
+                                 std::vector<std::byte>& scratch) {
+  // A ring: in step s member j sends the partial XOR of segment
+  // (j - s - 1) mod g to j + 1 and receives that of segment (j - s - 2) mod g
+  // from j - 1, adding its own chunk for it; after g - 1 steps it holds its
+  // own segment, to which it adds nothing. Member j's contribution to
+  // segment t is its chunk (t - j - 1) mod g (none to t = j).
+  int gi = 1, ji = 0;
+  MPI_Comm_size(group, &gi);
+  MPI_Comm_rank(group, &ji);
+  const std::size_t g = static_cast<std::size_t>(gi), j = static_cast<std::size_t>(ji);
+  const int next = static_cast<int>((j + 1) % g), prev = static_cast<int>((j + g - 1) % g);
+  scratch.resize(2 * chunk);
+  std::byte* send = scratch.data();
+  std::byte* recv = scratch.data() + chunk;
+  auto contribution = [&](std::size_t segment, std::byte* out) {
+    if (chunk_of)
+      chunk_of((segment + 2 * g - j - 1) % g, out);
+    else
+      std::memset(out, 0, chunk);
+  };
+  std::uint64_t sent = 0;
+  contribution((j + g - 1) % g, send);
+  for (std::size_t step = 0; step + 1 < g; ++step) {
+    const bool last = step + 2 == g;
+    std::byte* in = last ? result : recv;
+    MPI_Sendrecv(send, static_cast<int>(chunk), MPI_BYTE, next, 31, in, static_cast<int>(chunk), MPI_BYTE, prev, 31,
+                 group, MPI_STATUS_IGNORE);
+    sent += chunk;
+    if (last) break;
+    contribution((j + 2 * g - step - 2) % g, send);
+    auto* a = reinterpret_cast<std::uint64_t*>(send);
+    const auto* b = reinterpret_cast<const std::uint64_t*>(recv);
+    for (std::size_t i = 0; i < chunk / 8; ++i) a[i] ^= b[i];
+  }
+  return sent;
+}
+
+void xor_rebuild(MPI_Comm group, int k, std::size_t chunk, const std::function<void(std::size_t, std::byte*)>& chunk_of,
+                 const std::byte* parity, std::vector<std::byte>* out, std::vector<std::byte>& scratch) {
+  int gi = 1, ji = 0;
+  MPI_Comm_size(group, &gi);
+  MPI_Comm_rank(group, &ji);
+  const std::size_t g = static_cast<std::size_t>(gi);
+  // The survivors' XOR without k; member t's parity XOR that is k's chunk
+  // (t - k - 1) mod g, so chunk c comes from member (k + 1 + c) mod g.
+  std::vector<std::byte> q(chunk);
+  xor_reduce_scatter(group, chunk, ji == k ? std::function<void(std::size_t, std::byte*)>{} : chunk_of, q.data(),
+                     scratch);
+  if (ji == k) {
+    out->assign((g - 1) * chunk, std::byte{0});
+    std::vector<MPI_Request> reqs(g - 1);
+    for (std::size_t c = 0; c + 1 < g; ++c)
+      MPI_Irecv(out->data() + c * chunk, static_cast<int>(chunk), MPI_BYTE,
+                static_cast<int>((static_cast<std::size_t>(k) + 1 + c) % g), 22, group, &reqs[c]);
+    MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+  } else {
+    for (std::size_t i = 0; i < chunk; ++i) q[i] ^= parity[i];
+    MPI_Send(q.data(), static_cast<int>(chunk), MPI_BYTE, k, 22, group);
+  }
+}
+
 PfsFlusher::PfsFlusher(std::string dir, std::string name, int rank, int nranks)
     : dir_(std::move(dir)), name_(std::move(name)), rank_(rank), nranks_(nranks) {}
 

@@ -33,6 +33,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -105,6 +106,21 @@ class SlotFile {
   std::uint64_t held_[2] = {0, 0};
   std::size_t bytes_ = 0;
 };
+
+// The XOR parity of one group (the scheme above), for any payload: the
+// group communicator orders the members (rank j in it), every payload is
+// cut into chunks of `chunk` bytes (a multiple of 8) and `chunk_of(c, out)`
+// fills chunk c of this member's padded payload (zeros past its end).
+// Reduce-scatter: `result` (chunk bytes) gets this member's parity segment;
+// chunk_of empty: this member contributes zeros. Returns the bytes it sent.
+std::uint64_t xor_reduce_scatter(MPI_Comm group, std::size_t chunk,
+                                 const std::function<void(std::size_t, std::byte*)>& chunk_of, std::byte* result,
+                                 std::vector<std::byte>& scratch);
+// Rebuilds lost member k's padded payload ((g - 1) chunks) into `out` on k;
+// every survivor passes its payload's chunk_of and its parity segment of the
+// same version, and k neither (empty, nullptr). Collective over the group.
+void xor_rebuild(MPI_Comm group, int k, std::size_t chunk, const std::function<void(std::size_t, std::byte*)>& chunk_of,
+                 const std::byte* parity, std::vector<std::byte>* out, std::vector<std::byte>& scratch);
 
 // The checksum of a payload given its blocks' hashes.
 std::uint64_t payload_checksum(const std::vector<std::uint64_t>& block_hashes);
