@@ -1,7 +1,8 @@
 // amr_mpi_test.cpp — real mpirun runs of amr-mpi: the single-process amr's
 // checksum on 2 to 4 ranks; after a SIGKILL and --resume; after a rank killed
 // inside the collective commit (the others go back one version); after
-// resumes on other numbers of ranks; under `cairn launch`; and bad input.
+// resumes on other numbers of ranks; after lost nodes (partner copies, XOR
+// parity, flushed versions); under `cairn launch`; and bad input.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -154,6 +155,87 @@ TEST_F(AmrMpi, LostNodeIsRebuiltFromThePartnerCopy) {
   EXPECT_NE(lost.exit_code, 0);
   EXPECT_NE(lost.output.find("rank 1's pool is lost and so is its partner copy on rank 2"), std::string::npos)
       << lost.output;
+}
+
+// --redundancy xor: each group of nodes keeps the XOR parity of its ranks'
+// leaves. One lost node per group is rebuilt from the survivors' leaves and
+// parity, with one group of four nodes and with two groups of two; two lost
+// nodes of one group are refused with a message.
+TEST_F(AmrMpi, LostNodeIsRebuiltFromParity) {
+  const std::string expected = single();
+  auto with = [](std::vector<std::string> more, const std::string& per_node) {
+    for (const char* s : {"--redundancy", "xor", "--ranks-per-node"}) more.push_back(s);
+    more.push_back(per_node);
+    return more;
+  };
+  // Four nodes of one rank, one group: node 2 lost, then node 1.
+  Outcome k = run(4, with({"--crash-at", "30", "--crash-rank", "2"}, "1"));
+  ASSERT_NE(k.exit_code, 0) << k.output;
+  fs::remove_all(dir.path() + "/node2");
+  Outcome r = run(4, with({"--resume", "--crash-at", "45", "--crash-rank", "1"}, "1"));
+  ASSERT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 2: rebuilt version 31 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("from its group's parity"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir.path() + "/node2/amr-mpi.n4.r2.xor.pool")) << "its parity is written again";
+  fs::remove_all(dir.path() + "/node1");
+  Outcome d = run(4, with({"--resume"}, "1"));
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  EXPECT_NE(d.output.find("rank 1: rebuilt version 46 "), std::string::npos) << d.output;
+  EXPECT_NE(d.output.find("XOR parity: "), std::string::npos) << d.output;
+  EXPECT_EQ(checksum_in(d.output), expected) << d.output;
+  // Two lost nodes of the group: refused, naming both.
+  ASSERT_EQ(run(4, with({"--steps", "10"}, "1")).exit_code, 0);
+  fs::remove_all(dir.path() + "/node1");
+  fs::remove_all(dir.path() + "/node3");
+  Outcome lost = run(4, with({"--resume"}, "1"));
+  EXPECT_NE(lost.exit_code, 0);
+  EXPECT_NE(lost.output.find("rank 1's pool is lost and so is rank 3's pool, in the same parity group"),
+            std::string::npos)
+      << lost.output;
+  // Two nodes of two ranks: each group (the first and the second rank of
+  // each node) loses one member with node 1, and each rebuilds its own.
+  fs::remove_all(dir.path());
+  fs::create_directories(dir.path());
+  ASSERT_NE(run(4, with({"--crash-at", "20", "--crash-rank", "3"}, "2")).exit_code, 0);
+  fs::remove_all(dir.path() + "/node1");
+  Outcome two = run(4, with({"--resume"}, "2"));
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_NE(two.output.find("rank 2: rebuilt version 21 "), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find("rank 3: rebuilt version 21 "), std::string::npos) << two.output;
+  EXPECT_EQ(checksum_in(two.output), expected) << two.output;
+}
+
+// --pfs-dir: every 10th global version is flushed in the background; when a
+// lost rank cannot be rebuilt otherwise (local redundancy here), every rank
+// goes back to the newest version all of them flushed intact.
+TEST_F(AmrMpi, FlushedVersionsRestoreWhatNothingElseCan) {
+  const std::string expected = single();
+  const std::string pfs = dir.path() + "/pfs";
+  const std::vector<std::string> flush = {"--ranks-per-node", "1", "--pfs-dir", pfs};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.end(), flush.begin(), flush.end());
+    return more;
+  };
+  ASSERT_NE(run(4, with({"--crash-at", "35", "--crash-rank", "1"})).exit_code, 0);
+  for (int rank = 0; rank < 4; ++rank)
+    for (int v : {20, 30})
+      EXPECT_TRUE(fs::exists(pfs + "/amr-mpi.n4.r" + std::to_string(rank) + ".v" + std::to_string(v) + ".ckpt"))
+          << "rank " << rank << " version " << v;
+  fs::remove_all(dir.path() + "/node1");
+  // Rank 2's flush of version 30 damaged too: version 20 it is.
+  fs::resize_file(pfs + "/amr-mpi.n4.r2.v30.ckpt", 100);
+  Outcome r = run(4, with({"--resume"}));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1 lost its pool and redundancy is local"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("every rank restored version 20 (step 19) flushed to " + pfs), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("from step 19 "), std::string::npos) << r.output;
+  EXPECT_EQ(checksum_in(r.output), expected) << r.output;
+  // Nothing flushed yet: the message says so.
+  ASSERT_NE(run(4, with({"--crash-at", "5", "--crash-rank", "0"})).exit_code, 0);
+  fs::remove_all(dir.path() + "/node0");
+  Outcome none = run(4, with({"--resume"}));
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.output.find("was flushed completely and intact by every rank"), std::string::npos) << none.output;
 }
 
 TEST_F(AmrMpi, LaunchRelaunchesAKilledJob) {

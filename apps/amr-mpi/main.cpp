@@ -30,7 +30,9 @@
 // committed version over the ranks and restores G everywhere (a rank that
 // holds G+1 goes back to G durably). With --redundancy partner the copies
 // of each rank's leaves on the next node (mesh.hpp's Part::protect) follow
-// the same rule, and restart rebuilds a lost node's ranks from them.
+// the same rule, and restart rebuilds a lost node's ranks from them; with
+// --redundancy xor the parity segments of each group of nodes (parity.hpp)
+// do, and restart rebuilds one lost node per group from them.
 #include <mpi.h>
 #include <signal.h>
 
@@ -46,10 +48,12 @@
 #include <vector>
 
 #include "apps/amr-mpi/mesh.hpp"
+#include "apps/amr-mpi/parity.hpp"
 #include "apps/amr/amr.hpp"
 #include "cairn/dist.hpp"
 #include "cairn/octree.hpp"
 #include "dist/heartbeat.hpp"
+#include "dist/protection.hpp"
 
 namespace {
 
@@ -63,6 +67,7 @@ using amr::model::write_c;
 using cairn::Errc;
 using cairn::Result;
 using Clock = std::chrono::steady_clock;
+using cairn::dist::detail::PfsFlusher;
 
 int fail(int rank, const std::string& what) {
   std::fprintf(stderr, "amr-mpi rank %d: %s\n", rank, what.c_str());
@@ -73,18 +78,37 @@ int fail(int rank, const std::string& what) {
 bool all_ok(bool ok) { return cairn::dist::all_ok(MPI_COMM_WORLD, ok); }
 
 // A new, empty partner copy: stubs at the partition's level, filled by the
-// first protect() (which sends everything).
-Result<void> fresh_replica(Part& p, const Args& a, int rank, int ranks) {
-  auto t = fresh_tree(replica_path(a, rank, ranks), a);
+// first protect() (which sends everything) and persisted as `first_version`
+// (the copy's versions are its source tree's).
+Result<void> fresh_replica(Part& p, const Args& a, int rank, int ranks, std::uint64_t first_version = 1) {
+  auto t = fresh_tree(replica_path(a, rank, ranks), a, first_version);
   if (!t.ok()) return t.error();
   if (auto r = t.value()->uniform(a.level_min, nullptr); !r.ok()) return r;
   p.set_replica(std::move(t.value()));
   return {};
 }
 
+// A rank's own leaves of its tree's current version, as the parity's payload.
+Result<std::vector<std::byte>> own_payload(Part& p) {
+  auto leaves = p.own_leaves(p.tree(), false);
+  if (!leaves.ok()) return leaves.error();
+  return leaf_payload(load_step(p.tree()), leaves.value());
+}
+
+// Every rank's parity segment of `version` written, agreed.
+Result<void> protect_parity(Part& p, Parity& parity, std::uint64_t version) {
+  auto payload = own_payload(p);
+  Result<void> r = payload.ok() ? Result<void>{} : Result<void>(payload.error());
+  // The group's ring runs even for a rank that failed (zeros), so no one waits forever.
+  auto w = parity.protect(version, payload.ok() ? payload.value() : std::vector<std::byte>{});
+  if (r.ok()) r = w;
+  if (!all_ok(r.ok())) return r.ok() ? cairn::make_error(Errc::io_error, "another rank's parity failed") : r.error();
+  return {};
+}
+
 // Collective commit: every rank's pm_persistent, then the agreement.
-Result<std::uint64_t> commit(Part& p, const Args& a, int rank, std::uint64_t step, double& seconds,
-                             std::uint64_t& blocks) {
+Result<std::uint64_t> commit(Part& p, Parity* parity, PfsFlusher* pfs, const Args& a, int rank, std::uint64_t step,
+                             double& seconds, std::uint64_t& blocks) {
   if (a.crash_in_commit >= 0 && static_cast<std::uint64_t>(a.crash_in_commit) == step && rank == a.crash_rank &&
       !a.resume) {
     // Dies before its own commit while the others make theirs: on restart,
@@ -103,6 +127,17 @@ Result<std::uint64_t> commit(Part& p, const Args& a, int rank, std::uint64_t ste
     auto r = p.protect(load_step(p.tree()));
     if (!all_ok(r.ok()))
       return r.ok() ? cairn::make_error(Errc::io_error, "another rank's partner copy failed") : r.error();
+  }
+  if (parity != nullptr) {
+    // The same for the group's parity of the version.
+    if (auto r = protect_parity(p, *parity, ps.value().version); !r.ok()) return r.error();
+  }
+  if (pfs != nullptr && ps.value().version % a.pfs_every == 0) {
+    // Global now: its leaves go to the flush directory in the background
+    // (a failed flush is reported, and the one before it stays).
+    auto payload = own_payload(p);
+    auto f = payload.ok() ? pfs->start(ps.value().version, std::move(payload.value())) : Result<void>(payload.error());
+    if (!f.ok()) std::fprintf(stderr, "amr-mpi rank %d: %s\n", rank, f.error().message.c_str());
   }
   seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   blocks += ps.value().blocks_written;
@@ -131,12 +166,13 @@ void exchange_leaves(const std::vector<LeafRec>& leaves, std::uint64_t step, int
 }
 
 // A lost or damaged tree at `path` (set aside as .damaged, never read
-// again) rebuilt from `leaves` and committed as version `version` at `step`.
+// again; replaced when `damaged` is false) rebuilt from `leaves` and
+// committed as version `version` at `step`.
 Result<std::unique_ptr<Octree>> rebuild(const std::string& path, const Args& a, std::uint64_t version,
                                         const std::vector<LeafRec>& leaves, std::uint64_t step,
-                                        const std::function<bool(const Octant&)>& mine) {
+                                        const std::function<bool(const Octant&)>& mine, bool damaged = true) {
   std::error_code ec;
-  if (fs::exists(path, ec)) fs::rename(path, path + ".damaged", ec);
+  if (damaged && fs::exists(path, ec)) fs::rename(path, path + ".damaged", ec);
   auto t = fresh_tree(path, a, version);
   if (!t.ok()) return t.error();
   auto r = grow(*t.value(), a.level_min, leaves, mine);
@@ -146,50 +182,111 @@ Result<std::unique_ptr<Octree>> rebuild(const std::string& path, const Args& a, 
   return std::move(t.value());
 }
 
+// The restore of --redundancy xor once every surviving tree holds version g:
+// in a group with a lost pool (lost[2r]), the survivors' leaves of g and
+// their parity segments give the lost member's leaves back; then every
+// group writes its parity of g again (the lost node's segment, and slots a
+// crash left behind).
+Result<std::uint64_t> rebuild_from_parity(Part& p, Parity& parity, const Args& a, int rank, int ranks, std::uint64_t g,
+                                          const std::vector<int>& lost) {
+  int lost_member = -1;
+  for (int m : parity.members())
+    if (lost[2 * static_cast<std::size_t>(m)] != 0) lost_member = m;
+  Result<void> r;
+  if (lost_member >= 0) {
+    auto mine = lost_member == rank ? Result<std::vector<std::byte>>(std::vector<std::byte>{}) : own_payload(p);
+    if (!mine.ok()) r = mine.error();
+    auto got = parity.rebuild(g, lost_member, mine.ok() ? mine.value() : std::vector<std::byte>{});
+    if (r.ok() && !got.ok()) r = got.error();
+    if (r.ok() && lost_member == rank) {
+      std::vector<LeafRec> leaves;
+      std::uint64_t step = 0;
+      r = read_leaf_payload(got.value(), step, leaves);
+      if (r.ok()) {
+        auto t = rebuild(pool_path(a, rank, ranks), a, g, leaves, step, [&](const Octant& q) { return p.owns(q); });
+        if (t.ok()) {
+          p.set_tree(std::move(t.value()));
+          std::printf("amr-mpi rank %d: rebuilt version %" PRIu64 " (%zu leaves) from its group's parity\n", rank, g,
+                      leaves.size());
+        } else {
+          r = t.error();
+        }
+      }
+    }
+  }
+  if (!all_ok(r.ok()))
+    return r.ok() ? cairn::make_error(Errc::corrupted, "another rank failed to rebuild from parity") : r.error();
+  if (auto w = protect_parity(p, parity, g); !w.ok()) return w.error();
+  return g;
+}
+
 // Restart on the job's own ranks: the version every rank holds. With partner
 // copies, a rank whose pool is missing or damaged (a lost node) is rebuilt
 // from the copy its partner holds, and the copy it held is sent again by its
-// source; both are committed as the global version before the job goes on.
-Result<std::uint64_t> restore(Part& p, const Args& a, int rank, int ranks) {
+// source; with parity, from its group's parity segments, which are then
+// written again. Either is committed as the global version before the job
+// goes on.
+Result<std::uint64_t> restore(Part& p, Parity* parity, const Args& a, int rank, int ranks) {
   const bool partnered = a.redundancy == "partner";
   const std::string path = pool_path(a, rank, ranks);
   const auto v = Octree::versions(path, tree_options(a));
   const auto rv = partnered ? Octree::versions(replica_path(a, rank, ranks), tree_options(a))
                             : cairn::Result<cairn::octree::Versions>(cairn::octree::Versions{});
-  // Who lost what: [2r] its pool, [2r + 1] the copy it holds.
-  const int mine[2] = {v.ok() ? 0 : 1, rv.ok() ? 0 : 1};
+  const auto pv = parity != nullptr ? parity->held() : cairn::Result<std::array<std::uint64_t, 2>>({0, 0});
+  // Who lost what: [2r] its pool, [2r + 1] the copy or parity it holds.
+  const int mine[2] = {v.ok() ? 0 : 1, rv.ok() && pv.ok() ? 0 : 1};
   std::vector<int> lost(2 * static_cast<std::size_t>(ranks));
   MPI_Allgather(mine, 2, MPI_INT, lost.data(), 2, MPI_INT, MPI_COMM_WORLD);
   const auto own_lost = [&](int r) { return lost[2 * static_cast<std::size_t>(r)] != 0; };
   const auto copy_lost = [&](int r) { return lost[2 * static_cast<std::size_t>(r) + 1] != 0; };
   for (int r = 0; r < ranks; ++r) {
     if (!own_lost(r) && !copy_lost(r)) continue;
-    if (!partnered) {
-      if (!v.ok()) return v.error();
-      return cairn::make_error(Errc::not_found, "rank " + std::to_string(r) + " cannot restore (its message names it)");
-    }
     if (r == rank)
       std::fprintf(stderr, "amr-mpi rank %d: lost %s\n", rank,
-                   (!v.ok() ? v.error().message : replica_path(a, rank, ranks) + ": " + rv.error().message).c_str());
-    const int holder = partner_of(a, r, ranks);
-    if (own_lost(r) && copy_lost(holder))
+                   (!v.ok()    ? v.error().message
+                    : !rv.ok() ? replica_path(a, rank, ranks) + ": " + rv.error().message
+                               : pv.error().message)
+                       .c_str());
+    if (!partnered && parity == nullptr) {
+      if (!v.ok()) return v.error();
+      return cairn::make_error(Errc::not_found, "rank " + std::to_string(r) +
+                                                    " lost its pool and redundancy is local (no partner copy or "
+                                                    "parity to rebuild it from)");
+    }
+    if (!own_lost(r)) continue;
+    if (partnered && copy_lost(partner_of(a, r, ranks)))
       return cairn::make_error(Errc::not_found, "rank " + std::to_string(r) +
                                                     "'s pool is lost and so is its partner "
                                                     "copy on rank " +
-                                                    std::to_string(holder) +
+                                                    std::to_string(partner_of(a, r, ranks)) +
                                                     " (two neighbouring nodes lost): nothing to rebuild it from");
+    if (parity != nullptr)
+      for (int m : parity->members_of(r))
+        if (m != r && (own_lost(m) || copy_lost(m)))
+          return cairn::make_error(Errc::not_found, "rank " + std::to_string(r) + "'s pool is lost and so is rank " +
+                                                        std::to_string(m) + "'s " + (own_lost(m) ? "pool" : "parity") +
+                                                        ", in the same parity group: XOR parity rebuilds one lost "
+                                                        "node per group (--xor-group)");
   }
   std::uint64_t g = ~0ull;
   if (v.ok()) g = v.value().committed;
   if (partnered && rv.ok()) g = std::min(g, rv.value().committed);
+  if (parity != nullptr && pv.ok()) g = std::min(g, std::max(pv.value()[0], pv.value()[1]));
   MPI_Allreduce(MPI_IN_PLACE, &g, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  if (g == 0)
+    return cairn::make_error(Errc::no_version,
+                             "the job stopped before its first version was protected everywhere: start it afresh");
   const auto gives = [&](const cairn::Result<cairn::octree::Versions>& x) {
     return !x.ok() || x.value().committed == g || x.value().previous == g;
   };
-  const bool own_gives = gives(v), copy_gives = !partnered || gives(rv);
+  const bool own_gives = gives(v),
+             copy_gives = (!partnered || gives(rv)) && (parity == nullptr || !pv.ok() || pv.value()[g % 2] == g);
   if (!all_ok(own_gives && copy_gives)) {
     if (own_gives && copy_gives)
       return cairn::make_error(Errc::no_version, "another rank lacks the global version " + std::to_string(g));
+    if (own_gives && parity != nullptr)
+      return cairn::make_error(Errc::no_version,
+                               parity->path() + " holds no parity of the global version " + std::to_string(g));
     const auto& x = own_gives ? rv : v;
     return cairn::make_error(Errc::no_version,
                              (own_gives ? replica_path(a, rank, ranks) : path) + " holds version " +
@@ -221,6 +318,7 @@ Result<std::uint64_t> restore(Part& p, const Args& a, int rank, int ranks) {
   if (v.ok() && v.value().committed != g)
     std::printf("amr-mpi rank %d: back from version %" PRIu64 " to the global version %" PRIu64 "\n", rank,
                 v.value().committed, g);
+  if (parity != nullptr) return rebuild_from_parity(p, *parity, a, rank, ranks, g, lost);
   if (!partnered) return g;
   // Lost pools, from the copies their partners hold; then lost copies, from
   // their sources' trees. Each is committed as version g.
@@ -258,6 +356,74 @@ Result<std::uint64_t> restore(Part& p, const Args& a, int rank, int ranks) {
   return g;
 }
 
+// When the pools, copies and parity cannot give a version every rank holds
+// (`why`): every rank goes back to the newest version all of them flushed
+// to --pfs-dir completely, rebuilt from its leaves there, and protects it
+// again (copies and parity written afresh: their slots hold later versions).
+Result<std::uint64_t> restore_from_pfs(Part& p, Parity* parity, const PfsFlusher& pfs, const Args& a, int rank,
+                                       int ranks, const std::string& why) {
+  std::uint64_t mine[2] = {0, 0};
+  const auto held = pfs.versions();
+  for (std::size_t i = 0; i < 2 && i < held.size(); ++i) mine[i] = held[i];
+  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(ranks));
+  MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD);
+  // The versions every rank flushed, newest first; the first that every
+  // rank reads back intact.
+  std::vector<std::uint64_t> common;
+  for (const std::uint64_t candidate : all) {
+    bool everywhere = candidate > 0 && std::find(common.begin(), common.end(), candidate) == common.end();
+    for (std::size_t r = 0; everywhere && r < all.size(); r += 2)
+      everywhere = all[r] == candidate || all[r + 1] == candidate;
+    if (everywhere) common.push_back(candidate);
+  }
+  std::sort(common.rbegin(), common.rend());
+  std::uint64_t f = 0;
+  std::vector<std::byte> payload;
+  Result<void> r;
+  for (const std::uint64_t candidate : common) {
+    payload.clear();
+    r = pfs.read(candidate, payload);
+    if (!r.ok()) std::fprintf(stderr, "amr-mpi rank %d: %s\n", rank, r.error().message.c_str());
+    if (all_ok(r.ok())) {
+      f = candidate;
+      break;
+    }
+  }
+  if (f == 0)
+    return cairn::make_error(Errc::not_found, why + "; and no version in " + a.pfs_dir +
+                                                  " was flushed completely and intact by every rank: nothing to "
+                                                  "restore");
+  std::vector<LeafRec> leaves;
+  std::uint64_t step = 0;
+  if (r.ok()) r = read_leaf_payload(payload, step, leaves);
+  if (r.ok()) {
+    auto t = rebuild(
+        pool_path(a, rank, ranks), a, f, leaves, step, [&](const Octant& q) { return p.owns(q); }, false);
+    if (t.ok())
+      p.set_tree(std::move(t.value()));
+    else
+      r = t.error();
+  }
+  if (r.ok() && a.redundancy == "partner") r = fresh_replica(p, a, rank, ranks, f);
+  if (!all_ok(r.ok()))
+    return r.ok() ? cairn::make_error(Errc::corrupted, "another rank failed to restore its flushed version")
+                  : r.error();
+  if (rank == 0)
+    std::printf("amr-mpi: %s; every rank restored version %" PRIu64 " (step %" PRIu64 ") flushed to %s\n", why.c_str(),
+                f, step, a.pfs_dir.c_str());
+  if (a.redundancy == "partner") {
+    p.resend_all();
+    auto c = p.protect(step);
+    if (!all_ok(c.ok()))
+      return c.ok() ? cairn::make_error(Errc::io_error, "another rank's partner copy failed") : c.error();
+  }
+  if (parity != nullptr) {
+    parity->remove();
+    if (auto c = protect_parity(p, *parity, f); !c.ok()) return c.error();
+  }
+  return f;
+}
+
 // A job's layout on `ranks` ranks: its partition made durable (rank 0), then
 // each rank's part with a fresh tree. Collective.
 Result<void> new_layout(std::unique_ptr<Part>& part, const Args& a, const Partition& p, int rank, int ranks) {
@@ -276,7 +442,8 @@ Result<void> new_layout(std::unique_ptr<Part>& part, const Args& a, const Partit
 // rank i reads old ranks i, i+P, ...) at the version all of them hold, their
 // leaves go to their new owners (a new partition by their counts), and the
 // new trees are committed before the old job's files are removed.
-Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, int rank, int ranks) {
+Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, Parity* parity, PfsFlusher* pfs, const Args& a, int rank,
+                                  int ranks) {
   auto old = read_partition(job_file(a, a.from_ranks, ".partition"), a.from_ranks, a.level_min);
   if (!all_ok(old.ok()))
     return old.ok() ? cairn::make_error(Errc::not_found, "the old partition is unreadable") : old.error();
@@ -347,7 +514,7 @@ Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, in
   if (!all_ok(r.ok())) return r.ok() ? cairn::make_error(Errc::corrupted, "another rank failed to rebuild") : r.error();
   double s = 0;
   std::uint64_t b = 0;
-  auto v = commit(*part, a, rank, ~0ull, s, b);
+  auto v = commit(*part, parity, pfs, a, rank, ~0ull, s, b);
   if (!v.ok()) return v.error();
   // Global in the new layout: the old job's files can go (its partition
   // first, so a restart never reads a half-removed old job).
@@ -356,6 +523,9 @@ Result<std::uint64_t> repartition(std::unique_ptr<Part>& part, const Args& a, in
   for (int j = rank; j < a.from_ranks; j += ranks) {
     fs::remove(pool_path(a, j, a.from_ranks));
     fs::remove(replica_path(a, j, a.from_ranks));
+    fs::remove(parity_path(a, j, a.from_ranks));
+    if (!a.pfs_dir.empty())
+      for (const auto& f : PfsFlusher::files(a.pfs_dir, a.name, j, a.from_ranks)) fs::remove(f);
   }
   if (rank == 0)
     std::printf("amr-mpi: repartitioned step %" PRIu64 " (version %" PRIu64 ") from %d ranks to %d\n", step_min, g,
@@ -417,11 +587,12 @@ int run(const Args& a) {
   if ((std::uint64_t{1} << (3 * a.level_min)) < static_cast<std::uint64_t>(ranks))
     return fail(rank, "more ranks than octants at --level-min " + std::to_string(a.level_min));
   if (a.commit == "none" && a.resume) return fail(rank, "--commit none persists nothing to resume from");
-  if (a.redundancy == "partner" && (a.ranks_per_node < 1 || ranks % a.ranks_per_node != 0 ||
-                                    ranks / a.ranks_per_node < 2 || a.commit != "collective"))
+  if (a.redundancy != "local" && (a.ranks_per_node < 1 || ranks % a.ranks_per_node != 0 ||
+                                  ranks / a.ranks_per_node < 2 || a.commit != "collective"))
     return fail(rank,
-                "--redundancy partner needs --ranks-per-node K dividing the ranks into at least two nodes, and "
-                "collective commits");
+                "--redundancy " + a.redundancy +
+                    " needs --ranks-per-node K dividing the ranks into at least two nodes, and collective commits");
+  if (a.xor_group < 2) return fail(rank, "--xor-group must be at least 2 nodes");
   if (!(a.period > 0) || !(a.cfl > 0 && a.cfl <= 0.5) || a.persist_every == 0)
     return fail(rank, "period > 0, 0 < cfl <= 0.5 and persist-every >= 1 are required");
   std::error_code ec;
@@ -433,25 +604,40 @@ int run(const Args& a) {
   const double dt = a.period / static_cast<double>(steps);
 
   std::unique_ptr<Part> part;
+  std::unique_ptr<Parity> parity;
+  if (a.redundancy == "xor") {
+    auto p = Parity::create(a, rank, ranks);
+    if (!p.ok()) return fail(rank, p.error().message);
+    parity = std::move(p.value());
+    if (!a.resume) parity->remove();  // a fresh job: an old job's parity would outrank its versions
+  }
+  std::unique_ptr<PfsFlusher> pfs;
+  if (!a.pfs_dir.empty() && a.commit == "collective") {
+    fs::create_directories(a.pfs_dir, ec);
+    pfs = std::make_unique<PfsFlusher>(a.pfs_dir, a.name, rank, ranks);
+    if (!a.resume)  // a fresh job: an old job's flushed versions would outrank its own
+      for (const auto& f : PfsFlusher::files(a.pfs_dir, a.name, rank, ranks)) fs::remove(f, ec);
+  }
   double persist_s = 0, restore_ms = 0;
   std::uint64_t blocks = 0, version = 0;
   if (!a.resume) {
     if (auto r = initial(part, a, rank, ranks); !all_ok(r.ok()))
       return fail(rank, r.ok() ? "another rank failed" : r.error().message);
     if (a.commit != "none") {
-      auto v = commit(*part, a, rank, 0, persist_s, blocks);
+      auto v = commit(*part, parity.get(), pfs.get(), a, rank, 0, persist_s, blocks);
       if (!v.ok()) return fail(rank, v.error().message);
       version = v.value();
     }
   } else if (a.from_ranks > 0 && a.from_ranks != ranks) {
-    auto v = repartition(part, a, rank, ranks);
+    auto v = repartition(part, parity.get(), pfs.get(), a, rank, ranks);
     if (!v.ok()) return fail(rank, v.error().message);
     version = v.value();
   } else {
     auto p = read_partition(job_file(a, ranks, ".partition"), ranks, a.level_min);
     if (!all_ok(p.ok())) return fail(rank, p.ok() ? "another rank cannot read the partition" : p.error().message);
     part = std::make_unique<Part>(a, p.value(), rank, ranks);
-    auto v = restore(*part, a, rank, ranks);
+    auto v = restore(*part, parity.get(), a, rank, ranks);
+    if (!v.ok() && pfs) v = restore_from_pfs(*part, parity.get(), *pfs, a, rank, ranks, v.error().message);
     if (!v.ok()) return fail(rank, v.error().message);
     version = v.value();
     // The restored ghost leaves are current; which ones they are is not persisted.
@@ -487,7 +673,7 @@ int run(const Args& a) {
     rounds += b.value();
     if (auto w = store_step(tree, s + 1); !w.ok()) return fail(rank, w.error().message);
     if (a.commit != "none" && ((s + 1) % a.persist_every == 0 || s + 1 == last.value())) {
-      auto v = commit(*part, a, rank, s + 1, persist_s, blocks);
+      auto v = commit(*part, parity.get(), pfs.get(), a, rank, s + 1, persist_s, blocks);
       if (!v.ok()) return fail(rank, v.error().message);
       version = v.value();
       heartbeat.beat(version, restored);
@@ -527,6 +713,8 @@ int run(const Args& a) {
   MPI_Allreduce(MPI_IN_PLACE, &blocks, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   std::uint64_t partner[3] = {part->bytes_sent(), part->units_sent(), part->units_owned()};
   MPI_Allreduce(MPI_IN_PLACE, partner, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  std::uint64_t xored[2] = {parity ? parity->bytes_sent() : 0, parity ? parity->bytes_stored() : 0};
+  MPI_Allreduce(MPI_IN_PLACE, xored, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   if (rank + 1 == ranks) {
     const double volume0 = amr::model::reference_volume(a.size);
     const double rel = std::fabs(chain.volume - volume0) / volume0;
@@ -543,6 +731,10 @@ int run(const Args& a) {
                   " units sent (%.1f %%: only the units that changed since the partner's copy)\n",
                   partner[0], partner[1], partner[2],
                   100.0 * static_cast<double>(partner[1]) / static_cast<double>(partner[2]));
+    if (parity)
+      std::printf("amr-mpi: XOR parity: %" PRIu64 " bytes sent and %" PRIu64
+                  " bytes stored in all (groups of %zu nodes)\n",
+                  xored[0], xored[1], parity->members().size());
     std::printf("amr-mpi: loop %.6f s for %" PRIu64 " steps, commit %.6f s (slowest rank), commit mode %s\n", loop_s,
                 last.value() - first, persist_s, a.commit.c_str());
     std::printf(
@@ -574,8 +766,15 @@ int main(int argc, char** argv) {
   cli.add_option("--crash-in-commit", a.crash_in_commit,
                  "SIGKILL --crash-rank during the commit of this step, before its own persist");
   cli.add_option("--redundancy", a.redundancy,
-                 "local (default) | partner: a copy of each rank's leaves on the next node")
-      ->check(CLI::IsMember({"local", "partner"}));
+                 "local (default) | partner: a copy of each rank's leaves on the next node | xor: XOR parity over "
+                 "groups of nodes")
+      ->check(CLI::IsMember({"local", "partner", "xor"}));
+  cli.add_option("--xor-group", a.xor_group, "--redundancy xor: nodes per parity group (one lost node each)");
+  cli.add_option("--pfs-dir", a.pfs_dir,
+                 "flush every --pfs-every-th global version here in the background (the parallel file system); "
+                 "--resume falls back to it when a lost rank cannot be rebuilt otherwise");
+  cli.add_option("--pfs-every", a.pfs_every, "versions between flushes to --pfs-dir (default 10)")
+      ->check(CLI::PositiveNumber);
   cli.add_option("--ranks-per-node", a.ranks_per_node, "simulated nodes of this many ranks, each in <dir>/node<k>");
   cli.add_flag("--crash-in-restore", a.crash_in_restore,
                "--resume: SIGKILL --crash-rank right after its own restore, before the others agree");

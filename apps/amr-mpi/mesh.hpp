@@ -47,8 +47,11 @@ struct Args {
   int from_ranks = 0;
   std::uint64_t pool_size = 256ull << 20;
   std::string commit = "collective";  // | local (no agreement) | none (nothing persisted): `cairn bench dist`
-  std::string redundancy = "local";   // | partner: a copy of each rank's leaves on the next node
+  std::string redundancy = "local";   // | partner: a copy of each rank's leaves on the next node | xor: parity
   int ranks_per_node = 0;             // > 0: simulated nodes of this many ranks, node k in <dir>/node<k>
+  int xor_group = 4;                  // nodes per XOR parity group
+  std::string pfs_dir;                // flushed versions (the parallel file system), every pfs_every-th
+  std::uint64_t pfs_every = 10;
 };
 
 inline std::uint64_t key(const Octant& o) { return octree::morton(o, 3); }
@@ -157,6 +160,8 @@ class Part {
   // a unit at a time), receives the source's, applies them to the copy held
   // here and persists it. Collective (pairs).
   Result<void> protect(std::uint64_t step);
+  // The partner's copy is new: the next protect() sends every unit.
+  void resend_all() { full_ = true; }
   std::uint64_t bytes_sent() const { return bytes_sent_; }
   std::uint64_t units_sent() const { return units_sent_; }
   std::uint64_t units_owned() const { return units_owned_; }

@@ -441,13 +441,19 @@ Result<void> PfsFlusher::read(std::uint64_t version, std::vector<std::byte>& pay
   if (fd < 0) return util::errno_error(path, "cannot open the flushed version", errno);
   PfsHeader h{};
   const long long n = util::pread_full(fd, &h, sizeof h, 0);
+  struct stat st {};
+  const bool sized = ::fstat(fd, &st) == 0 && n == static_cast<long long>(sizeof h) &&
+                     h.bytes == static_cast<std::uint64_t>(st.st_size) - sizeof h;
+  if (payload.empty() && sized) payload.resize(h.bytes);
   Result<void> r;
   if (n != static_cast<long long>(sizeof h) || h.magic != kPfsMagic || h.format != 1 ||
       h.rank != static_cast<std::uint32_t>(rank_) || h.nranks != static_cast<std::uint32_t>(nranks_) ||
       h.version != version || h.bytes != payload.size())
     r = make_error(Errc::corrupted, path + ": not version " + std::to_string(version) + " of rank " +
-                                        std::to_string(rank_) + " of this job (" + std::to_string(payload.size()) +
-                                        " bytes expected)");
+                                        std::to_string(rank_) + " of this job (" +
+                                        (payload.empty() ? std::string("its length disagrees with its header")
+                                                         : std::to_string(payload.size()) + " bytes expected") +
+                                        ")");
   else if (util::pread_full(fd, payload.data(), payload.size(), sizeof h) != static_cast<long long>(payload.size()))
     r = make_error(Errc::corrupted, path + " is truncated");
   else if (payload_checksum(block_hashes(payload.data(), payload.size())) != h.checksum)

@@ -142,7 +142,8 @@ class PfsFlusher {
   Result<void> wait();
   // The versions this rank has complete in the directory, newest first.
   std::vector<std::uint64_t> versions() const;
-  // Reads and verifies version `version` into `payload` (its size).
+  // Reads and verifies version `version` into `payload` (its size; empty:
+  // the size the file records, for payloads whose length varies).
   Result<void> read(std::uint64_t version, std::vector<std::byte>& payload) const;
   std::string file(std::uint64_t version) const;
   // The files of rank `rank` of an `nranks` job in `dir`.
