@@ -379,9 +379,11 @@ Result<void> run_octree(const DistBenchOptions& o, Runner& run, DistReport& rep)
   for (int round = 0; round < o.repeats; ++round)
     for (auto& row : rep.octree) {
       // partner: the collective commit with a copy of each rank's changed
-      // units on the next node (one rank per simulated node; two ranks at least).
+      // units on the next node; xor: with the XOR parity of every rank's
+      // leaves over groups of up to four nodes (one rank per simulated node;
+      // two ranks at least).
       std::vector<std::string> modes = {"none", "local", "collective"};
-      if (row.ranks >= 2) modes.push_back("partner");
+      if (row.ranks >= 2) modes.insert(modes.end(), {"partner", "xor"});
       std::rotate(modes.begin(), modes.begin() + round % static_cast<int>(modes.size()), modes.end());
       for (const auto& m : modes) {
         auto d = run.run_dir("octree");
@@ -397,8 +399,8 @@ Result<void> run_octree(const DistBenchOptions& o, Runner& run, DistReport& rep)
                                          std::to_string(o.octree_steps),
                                          "--dir",
                                          d.value().string()};
-        if (m == "partner")
-          argv.insert(argv.end(), {"--redundancy", "partner", "--ranks-per-node", "1"});
+        if (m == "partner" || m == "xor")
+          argv.insert(argv.end(), {"--redundancy", m, "--ranks-per-node", "1"});
         else
           argv.insert(argv.end(), {"--commit", m});
         auto c = start(argv, fs::path(run.scratch) / "stderr.txt");
@@ -408,6 +410,7 @@ Result<void> run_octree(const DistBenchOptions& o, Runner& run, DistReport& rep)
         remove_dir(d.value());
         if (m == "collective") ++row.runs;
         if (m == "partner") ++row.partner_runs;
+        if (m == "xor") ++row.xor_runs;
         // "amr-mpi: loop S s for N steps, commit C s (slowest rank), ..." and the checksum.
         const std::string& out = c.value()->output();
         const auto at = out.rfind("amr-mpi: loop ");
@@ -432,10 +435,12 @@ Result<void> run_octree(const DistBenchOptions& o, Runner& run, DistReport& rep)
           (m == "none"      ? row.none_s
            : m == "local"   ? row.local_s
            : m == "partner" ? row.partner_s
+           : m == "xor"     ? row.xor_s
                             : row.collective_s)
               .push_back(per);
           if (m == "local") row.local_commit_s.push_back(per_commit);
           if (m == "collective") row.collective_commit_s.push_back(per_commit);
+          if (m == "xor") row.xor_commit_s.push_back(per_commit);
           if (m == "partner") {
             row.partner_commit_s.push_back(per_commit);
             // "amr-mpi: partner copies: B bytes sent in all, U of O units sent"
@@ -457,8 +462,11 @@ Result<void> run_octree(const DistBenchOptions& o, Runner& run, DistReport& rep)
     row.none = median(row.none_s), row.local = median(row.local_s), row.collective = median(row.collective_s);
     row.local_commit = median(row.local_commit_s), row.collective_commit = median(row.collective_commit_s);
     row.partner = median(row.partner_s), row.partner_commit = median(row.partner_commit_s);
+    row.xor_ = median(row.xor_s), row.xor_commit = median(row.xor_commit_s);
     row.good_runs = static_cast<int>(std::min({row.none_s.size(), row.local_s.size(), row.collective_s.size()}));
-    if (row.good_runs < o.repeats || static_cast<int>(row.partner_s.size()) < row.partner_runs) rep.failed = true;
+    if (row.good_runs < o.repeats || static_cast<int>(row.partner_s.size()) < row.partner_runs ||
+        static_cast<int>(row.xor_s.size()) < row.xor_runs)
+      rep.failed = true;
   }
   return {};
 }
@@ -1038,24 +1046,25 @@ void print_dist_report(const DistReport& rep, std::ostream& out) {
     out << "\noctree: amr-mpi --size " << o.octree_level << ", " << o.octree_steps
         << " steps (the PM-octree partitioned by Morton ranges, pm_persistent every step); loop time per step "
            "(ms, slowest rank)\n";
-    std::snprintf(line, sizeof line, "%6s %9s %9s %9s %9s %9s %10s %8s %9s %9s | %8s %8s %8s %7s\n", "ranks", "none",
-                  "local", "collect.", "local ov", "coll. ov", "coll/local", "added", "partner", "part/coll", "c.local",
-                  "c.coll.", "c.part.", "sent");
+    std::snprintf(line, sizeof line, "%6s %9s %9s %9s %9s %9s %10s %8s %9s %9s %9s %9s | %8s %8s %8s %7s %8s\n",
+                  "ranks", "none", "local", "collect.", "local ov", "coll. ov", "coll/local", "added", "partner",
+                  "part/coll", "xor", "xor/coll", "c.local", "c.coll.", "c.part.", "sent", "c.xor");
     out << line;
     for (const auto& r : rep.octree) {
       const std::string ranks = std::to_string(r.ranks) + (r.ranks > static_cast<int>(rep.cores) ? "*" : "");
       const bool base = r.local > r.none && r.none > 0;
-      const bool partner = r.partner > 0 && r.collective > 0;
-      std::snprintf(line, sizeof line, "%6s %9.3f %9.3f %9.3f %9s %9s %10s %8s %9s %9s | %8.3f %8.3f %8s %7s%s\n",
-                    ranks.c_str(), r.none * 1e3, r.local * 1e3, r.collective * 1e3, change(r.none, r.local).c_str(),
-                    change(r.none, r.collective).c_str(),
-                    r.local > 0 ? fmt("%.3f", r.collective / r.local).c_str() : "-",
-                    base ? pct((r.collective - r.local) / (r.local - r.none)).c_str() : "-",
-                    partner ? fmt("%.3f", r.partner * 1e3).c_str() : "-",
-                    partner ? fmt("%.3f", r.partner / r.collective).c_str() : "-", r.local_commit * 1e3,
-                    r.collective_commit * 1e3, partner ? fmt("%.3f", r.partner_commit * 1e3).c_str() : "-",
-                    partner ? fmt("%.0f%%", 100 * r.partner_units_share).c_str() : "-",
-                    r.good_runs < o.repeats ? "  FAILED" : "");
+      const bool partner = r.partner > 0 && r.collective > 0, xored = r.xor_ > 0 && r.collective > 0;
+      std::snprintf(
+          line, sizeof line, "%6s %9.3f %9.3f %9.3f %9s %9s %10s %8s %9s %9s %9s %9s | %8.3f %8.3f %8s %7s %8s%s\n",
+          ranks.c_str(), r.none * 1e3, r.local * 1e3, r.collective * 1e3, change(r.none, r.local).c_str(),
+          change(r.none, r.collective).c_str(), r.local > 0 ? fmt("%.3f", r.collective / r.local).c_str() : "-",
+          base ? pct((r.collective - r.local) / (r.local - r.none)).c_str() : "-",
+          partner ? fmt("%.3f", r.partner * 1e3).c_str() : "-",
+          partner ? fmt("%.3f", r.partner / r.collective).c_str() : "-",
+          xored ? fmt("%.3f", r.xor_ * 1e3).c_str() : "-", xored ? fmt("%.3f", r.xor_ / r.collective).c_str() : "-",
+          r.local_commit * 1e3, r.collective_commit * 1e3, partner ? fmt("%.3f", r.partner_commit * 1e3).c_str() : "-",
+          partner ? fmt("%.0f%%", 100 * r.partner_units_share).c_str() : "-",
+          xored ? fmt("%.3f", r.xor_commit * 1e3).c_str() : "-", r.good_runs < o.repeats ? "  FAILED" : "");
       out << line;
       if (!r.error.empty()) out << "  " << r.error << "\n";
     }
@@ -1063,8 +1072,9 @@ void print_dist_report(const DistReport& rep, std::ostream& out) {
            "each step, no agreement (--commit local); collect.: pm_persistent and the all-reduce that makes the\n"
            "version global. ov: against none. added: (collect. - local) / (local - none). partner: collective with\n"
            "a copy of each rank's changed units on the next node (--redundancy partner, one rank per node); sent:\n"
-           "the share of the owned units sent per commit. c.local, c.coll., c.part.: the commit alone per step\n"
-           "(slowest rank; collective: waits for slower ranks included).\n";
+           "the share of the owned units sent per commit. xor: collective with the XOR parity of every rank's\n"
+           "leaves over groups of up to 4 nodes (--redundancy xor). c.local, c.coll., c.part., c.xor: the commit\n"
+           "alone per step (slowest rank; collective: waits for slower ranks included).\n";
   }
 }
 
@@ -1137,7 +1147,8 @@ Result<void> write_dist_json(const DistReport& rep, const std::string& path) {
       << ", \"local_commit_s\": " << json_num(r.local_commit)
       << ", \"collective_commit_s\": " << json_num(r.collective_commit) << ", \"partner_s\": " << json_num(r.partner)
       << ", \"partner_commit_s\": " << json_num(r.partner_commit)
-      << ", \"partner_units_share\": " << json_num(r.partner_units_share) << ", \"runs\": " << r.runs
+      << ", \"partner_units_share\": " << json_num(r.partner_units_share) << ", \"xor_s\": " << json_num(r.xor_)
+      << ", \"xor_commit_s\": " << json_num(r.xor_commit) << ", \"runs\": " << r.runs
       << ", \"good_runs\": " << r.good_runs << ", \"error\": " << json_str(r.error) << "}";
   }
   f << "]}\n";

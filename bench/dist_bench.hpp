@@ -137,7 +137,9 @@ struct DistOctreeRow {
   double none = 0, local = 0, collective = 0, local_commit = 0, collective_commit = 0;  // medians
   std::vector<double> partner_s, partner_commit_s;  // --redundancy partner (ranks >= 2)
   double partner = 0, partner_commit = 0, partner_units_share = 0;
-  int runs = 0, good_runs = 0, partner_runs = 0;
+  std::vector<double> xor_s, xor_commit_s;  // --redundancy xor (ranks >= 2)
+  double xor_ = 0, xor_commit = 0;
+  int runs = 0, good_runs = 0, partner_runs = 0, xor_runs = 0;
   std::string error;  // the first failed run
 };
 
