@@ -478,7 +478,8 @@ int cairn_ckpt_stats_get(const cairn_ckpt* ckpt, cairn_ckpt_stats* out);
  * (a "b" is accepted and ignored). `size_hint` reserves bytes for a writer
  * (0: the length of the stream's last version, at least 64 KiB; the buffer
  * doubles when full). A pmem: writer creates POOL if it does not
- * exist, of $CAIRN_STREAM_POOL_SIZE bytes (default 256 MiB; suffixes K, M, G).
+ * exist, of $CAIRN_STREAM_POOL_SIZE bytes (default 256 MiB; suffixes K, M, G),
+ * its space reserved as streams use it (a full device: ENOSPC at a write).
  *
  * cairn_stream_open returns NULL on failure, with cairn_errormsg() set and
  * errno set. A failed fwrite or fclose (a full pool: ENOSPC; EIO) commits
@@ -521,9 +522,10 @@ typedef struct cairn_octree_options {
   uint64_t dram_budget;    /* bytes of DRAM for hot subtrees (C0); 0: none */
   uint64_t threshold_dram; /* also merge C0 into the pool below this much free system memory */
   double threshold_nvbm;   /* collect garbage below this free fraction of the pool */
+  int reserve_as_used;     /* create: 1 reserves the pool's space as the tree grows, 0 all at creation */
 } cairn_octree_options;
 
-/* Defaults: 3D, no payload, 1 GiB pool, 256 MiB of C0, 512 MiB threshold, 10 %. */
+/* Defaults: 3D, no payload, 1 GiB pool reserved as used, 256 MiB of C0, 512 MiB threshold, 10 %. */
 void cairn_octree_options_init(cairn_octree_options* options);
 
 /* A new pool file at `path` (refused if it exists) with one root octant. */

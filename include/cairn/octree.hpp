@@ -83,6 +83,10 @@ struct Options {
   int dims = 3;                          // 3: octree (fan-out 8); 2: quadtree (fan-out 4)
   std::uint32_t data_size = 0;           // payload bytes per octant
   std::uint64_t pool_size = 1ull << 30;  // create: bytes of the pool file
+  // create: reserve the pool's space as the tree uses it (the file is sparse
+  // beyond; a full device fails the growing operation with device_full)
+  // instead of all at creation (tmpfs then allocates pool_size at once).
+  bool reserve_as_used = true;
   // C0: at most this many bytes of blocks in DRAM (0: none, every block in
   // the pool). Past it, the least frequently accessed C0 region is merged.
   std::uint64_t dram_budget = 256ull << 20;

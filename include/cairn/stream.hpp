@@ -69,7 +69,9 @@ struct OpenOptions {
   bool sync = false;
   // pmem: size of the pool file a writer creates when it does not exist yet
   // (0: $CAIRN_STREAM_POOL_SIZE, else 256 MiB). The pool's space is
-  // allocated when it is created, so a full device shows then, not later.
+  // reserved as streams use it (the file is sparse past its first 16 MiB):
+  // a device that cannot hold more fails that write or commit with
+  // Errc::device_full (ENOSPC from stdio), the committed versions intact.
   std::uint64_t pool_size = 0;
   // Readers: wait up to this many seconds for a first commit instead of
   // failing at once with Errc::no_version / Errc::not_found.

@@ -47,14 +47,27 @@
  * between leaves the PM-octree at v, whose header is still intact in slot
  * v % 2 (the header records the version it belongs to and restore checks it).
  *
+ * Asynchronous persists (octree mode, `async = 1`, the default): Gerris's
+ * thread makes the PM-octree's working version follow the tree and copies
+ * the header into memory; a thread of the module then commits the header
+ * and persists the PM-octree while Gerris computes the next step, and the
+ * next persist first waits for it (so does the end of the run). A step's
+ * persist is therefore durable during the next step: a crash before that
+ * resumes one step earlier, never from a mix (the order above holds in the
+ * writing thread). `async = 0` makes every persist durable before Gerris
+ * goes on. Gerris's data is never touched by the writing thread.
+ *
  * Refused with a message (never a silently different simulation): a pool of
  * another case (a hash of the simulation as written at step 0, modules
  * aside), of another dimension, with another variable list or cell layout,
  * and simulations of more than one GfsBox (MPI or several boxes).
  *
- * Testing hook: CAIRN_GERRIS_KILL_AT=N raises SIGKILL at step N just before
- * that step's persist (the driver of the CI cases uses it). CAIRN_GERRIS_STATS=1
- * prints persists, bytes and seconds to stderr when the simulation ends.
+ * Testing hooks: CAIRN_GERRIS_KILL_AT=N raises SIGKILL at step N just before
+ * that step's persist, once the persist before it is durable;
+ * CAIRN_GERRIS_KILL_IN_PERSIST=N raises it inside the writing of step N's
+ * persist, after its header's commit and before the PM-octree's (the driver
+ * of the CI cases uses both). CAIRN_GERRIS_STATS=1 prints persists, bytes
+ * and seconds to stderr when the simulation ends.
  */
 #include <gfs.h>
 #include <signal.h>
@@ -77,6 +90,17 @@
 
 /* ---- the event object ---- */
 
+/* What a persist hands from Gerris's thread to the writing (octree mode):
+ * the header stream's bytes and the PM-octree version they belong to. */
+typedef struct {
+  cairn_octree* tree;
+  gchar* uri;   /* the header slot, pmem:DIR/NAME.pool#hdr<next % 2> */
+  char* header; /* write_header + the extra cells, in DRAM */
+  size_t header_bytes;
+  guint64 next; /* the PM-octree version being made */
+  gchar* error; /* set by persist_write on failure */
+} Staged;
+
 typedef struct {
   GfsEvent parent;
   gchar* dir;
@@ -91,8 +115,13 @@ typedef struct {
   guint state_doubles; /* doubles of a cell's state vector (faces + variables) */
   guint payload_size;  /* octree payload bytes */
 
+  gint async;      /* octree mode, 1 (default): the durable part of a persist runs beside the next step */
+  GThread* writer; /* that part, running */
+  Staged staged;
+
   guint64 persists, bytes, cells_written;
-  double seconds;
+  double seconds;                    /* Gerris's time in the persists */
+  double follow_s, header_s, wait_s; /* octree mode: its parts (the rest: the writing when synchronous) */
 } CairnPersist;
 
 static GfsEventClass* cairn_persist_class(void);
@@ -567,32 +596,82 @@ static void octree_check(CairnPersist* p, int rc, const char* what) {
   if (rc != 0) cp_fail(p, "%s failed: %s", what, cairn_errormsg());
 }
 
-static guint64 persist_octree(CairnPersist* p, GfsSimulation* sim) {
+/* Gerris's part of a persist: the PM-octree's working version follows the
+ * tree (only changed leaves are written), and the header and the cells that
+ * are not leaves are serialized into memory. */
+static void persist_stage(CairnPersist* p, GfsSimulation* sim, Staged* st) {
+  const double t0 = now_seconds();
   Mirror m = {p, single_root(p, sim), g_malloc(p->payload_size), 0};
   octree_check(p, cairn_octree_follow(p->tree, m.root, mirror_children, mirror_init, mirror_update, &m),
                "cairn_octree_follow");
   g_free(m.scratch);
-  guint64 next = cairn_octree_version(p->tree) + 1;
-  gchar* uri = stream_uri(p, next % 2 ? "hdr1" : "hdr0");
-  FILE* f = cairn_stream_open(uri, "w", 0);
-  if (f == NULL) cp_fail(p, "cannot open %s: %s", uri, cairn_errormsg());
-  write_header(p, sim, f, next);
+  const double t1 = now_seconds();
+  p->follow_s += t1 - t0;
+  p->cells_written += m.written;
+  st->tree = p->tree;
+  st->next = cairn_octree_version(p->tree) + 1;
+  st->uri = stream_uri(p, st->next % 2 ? "hdr1" : "hdr0");
+  st->error = NULL;
+  FILE* f = open_memstream(&st->header, &st->header_bytes);
+  if (f == NULL) cp_fail(p, "out of memory for the header");
+  write_header(p, sim, f, st->next);
   guint64 ghosts = 0;
   extra_cells(p, sim, count_cell, &ghosts);
   fwrite(&ghosts, sizeof ghosts, 1, f);
   CellIO cio = {p, f, g_malloc(p->payload_size)};
   extra_cells(p, sim, write_cell, &cio);
   g_free(cio.buf);
-  long header_bytes = ftell(f);
-  if (fclose(f) != 0) cp_fail(p, "cannot commit %s: %s", uri, cairn_stream_errormsg());
-  g_free(uri);
+  if (fclose(f) != 0) cp_fail(p, "out of memory for the header");
+  p->bytes += st->header_bytes + m.written * p->payload_size;
+  p->header_s += now_seconds() - t1;
+}
+
+/* The durable part: the header committed to slot next % 2, then the
+ * PM-octree persisted as `next` (see "Order of durability"). Touches no
+ * Gerris data, so it may run beside the next time step (async = 1). */
+static gpointer persist_write(gpointer data) {
+  Staged* st = data;
+  FILE* f = cairn_stream_open(st->uri, "w", 0);
+  if (f == NULL) {
+    st->error = g_strdup_printf("cannot open %s: %s", st->uri, cairn_errormsg());
+  } else {
+    fwrite(st->header, 1, st->header_bytes, f);
+    if (fclose(f) != 0) st->error = g_strdup_printf("cannot commit %s: %s", st->uri, cairn_stream_errormsg());
+  }
+  const char* kill_in = getenv("CAIRN_GERRIS_KILL_IN_PERSIST");
+  if (st->error == NULL && kill_in && st->next == (guint64)atoll(kill_in) + 1) raise(SIGKILL);
   uint64_t version = 0;
-  octree_check(p, cairn_octree_persist(p->tree, &version), "cairn_octree_persist");
-  if (version != next)
-    cp_fail(p, "PM-octree persisted as version %llu, expected %llu", (unsigned long long)version,
-            (unsigned long long)next);
-  p->cells_written += m.written;
-  return (guint64)header_bytes + m.written * p->payload_size;
+  if (st->error == NULL && cairn_octree_persist(st->tree, &version) != 0)
+    st->error = g_strdup_printf("cairn_octree_persist failed: %s", cairn_errormsg());
+  else if (st->error == NULL && version != st->next)
+    st->error = g_strdup_printf("PM-octree persisted as version %llu, expected %llu", (unsigned long long)version,
+                                (unsigned long long)st->next);
+  free(st->header);
+  st->header = NULL;
+  g_free(st->uri);
+  st->uri = NULL;
+  return NULL;
+}
+
+/* Waits for the persist still being written (async = 1); exits with its error. */
+static void persist_wait(CairnPersist* p) {
+  if (p->writer == NULL) return;
+  const double t0 = now_seconds();
+  g_thread_join(p->writer);
+  p->wait_s += now_seconds() - t0;
+  p->writer = NULL;
+  if (p->staged.error) cp_fail(p, "%s", p->staged.error);
+}
+
+static void persist_octree(CairnPersist* p, GfsSimulation* sim) {
+  persist_wait(p);
+  persist_stage(p, sim, &p->staged);
+  if (p->async)
+    p->writer = g_thread_new("cairn-persist", persist_write, &p->staged);
+  else {
+    persist_write(&p->staged);
+    if (p->staged.error) cp_fail(p, "%s", p->staged.error);
+  }
 }
 
 typedef struct {
@@ -683,7 +762,9 @@ static void restore_octree(CairnPersist* p, GfsSimulation* sim) {
  * one version of the starting mesh takes (every cell a payload and a child
  * reference, a quarter more for block headers), at least 64 MiB. The tree
  * collects once it has doubled, so this leaves the mesh room to grow about
- * fivefold; tmpfs allocates the whole pool in memory when it is created. */
+ * fivefold. The pool reserves its space as the tree uses it (the default
+ * of cairn_octree_options_init): a run pays for the blocks it uses, not
+ * for sixteen versions up front (447 MB of tmpfs for shear2D at level 8). */
 static guint64 octree_pool_size(CairnPersist* p, GfsSimulation* sim) {
   const char* size = getenv("CAIRN_GERRIS_POOL_SIZE");
   if (size) return g_ascii_strtoull(size, NULL, 10);
@@ -926,7 +1007,10 @@ static gboolean cairn_persist_event(GfsEvent* event, GfsSimulation* sim) {
   if (!(*parent->event)(event, sim)) return FALSE;
 
   const char* kill_at = getenv("CAIRN_GERRIS_KILL_AT");
-  if (kill_at && sim->time.i == (guint)atoi(kill_at) && !resume_requested(p)) raise(SIGKILL);
+  if (kill_at && sim->time.i == (guint)atoi(kill_at) && !resume_requested(p)) {
+    persist_wait(p); /* the step before is durable: the resume is at it */
+    raise(SIGKILL);
+  }
 
   /* Gerris allocates the temporaries of a time step during the first one and
    * keeps their slots: slots past those of step 0 hold nothing between steps. */
@@ -934,7 +1018,10 @@ static gboolean cairn_persist_event(GfsEvent* event, GfsSimulation* sim) {
       (p->state_doubles - 2 * FTT_NEIGHBORS) * sizeof(gdouble) + G_STRUCT_OFFSET(GfsStateVector, place_holder))
     cp_fail(p, "the cell layout shrank during the run");
   double t0 = now_seconds();
-  p->bytes += p->mode == CP_MODE_OCTREE ? persist_octree(p, sim) : persist_stream(p, sim);
+  if (p->mode == CP_MODE_OCTREE)
+    persist_octree(p, sim);
+  else
+    p->bytes += persist_stream(p, sim);
   p->seconds += now_seconds() - t0;
   p->persists++;
   return TRUE;
@@ -948,11 +1035,9 @@ static void cairn_persist_read(GtsObject** o, GtsFile* fp) {
   CairnPersist* p = CAIRN_PERSIST(*o);
   if (fp->type != '{') return;
   gchar *dir = NULL, *name = NULL, *mode = NULL;
-  GtsFileVariable var[] = {{GTS_STRING, "dir", TRUE, &dir},
-                           {GTS_STRING, "name", TRUE, &name},
-                           {GTS_STRING, "mode", TRUE, &mode},
-                           {GTS_INT, "resume", TRUE, &p->resume_option},
-                           {GTS_NONE}};
+  GtsFileVariable var[] = {{GTS_STRING, "dir", TRUE, &dir},     {GTS_STRING, "name", TRUE, &name},
+                           {GTS_STRING, "mode", TRUE, &mode},   {GTS_INT, "resume", TRUE, &p->resume_option},
+                           {GTS_INT, "async", TRUE, &p->async}, {GTS_NONE}};
   gts_file_assign_variables(fp, var);
   if (fp->type == GTS_ERROR) return;
   if (dir) {
@@ -977,15 +1062,22 @@ static void cairn_persist_read(GtsObject** o, GtsFile* fp) {
 static void cairn_persist_write(GtsObject* o, FILE* fp) {
   (*GTS_OBJECT_CLASS(cairn_persist_class())->parent_class->write)(o, fp);
   CairnPersist* p = CAIRN_PERSIST(o);
-  fprintf(fp, " { dir = %s name = %s mode = %s }", p->dir, p->name, p->mode == CP_MODE_OCTREE ? "octree" : "stream");
+  fprintf(fp, " { dir = %s name = %s mode = %s async = %d }", p->dir, p->name,
+          p->mode == CP_MODE_OCTREE ? "octree" : "stream", p->async);
 }
 
 static void cairn_persist_destroy(GtsObject* o) {
   CairnPersist* p = CAIRN_PERSIST(o);
+  persist_wait(p); /* the last step's persist, durable before the process ends */
   if (p->persists && getenv("CAIRN_GERRIS_STATS"))
     fprintf(stderr, "CairnPersist: %s mode: %llu persists, %.1f bytes/persist, %.1f cells/persist, %.3f ms/persist\n",
             p->mode == CP_MODE_OCTREE ? "octree" : "stream", (unsigned long long)p->persists,
             (double)p->bytes / p->persists, (double)p->cells_written / p->persists, 1e3 * p->seconds / p->persists);
+  if (p->persists && p->mode == CP_MODE_OCTREE && getenv("CAIRN_GERRIS_STATS"))
+    fprintf(stderr, "CairnPersist: per persist: follow %.3f ms, header %.3f ms, %s %.3f ms\n",
+            1e3 * p->follow_s / p->persists, 1e3 * p->header_s / p->persists,
+            p->async ? "waiting for the one before" : "writing",
+            1e3 * (p->async ? p->wait_s : p->seconds - p->follow_s - p->header_s) / p->persists);
   if (p->tree) cairn_octree_close(&p->tree);
   if (p->events) g_ptr_array_free(p->events, TRUE);
   g_free(p->dir);
@@ -1004,6 +1096,7 @@ static void cairn_persist_init(CairnPersist* p) {
   p->dir = g_strdup(cairn_default_pool_dir());
   p->name = g_strdup("gerris");
   p->mode = CP_MODE_OCTREE;
+  p->async = 1;
 }
 
 static GfsEventClass* cairn_persist_class(void) {

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """run_case.py — runs a Gerris case with CairnPersist uninterrupted, SIGKILLed at a random step and resumed.
 
-For each mode (stream, octree): the case runs to its end (the reference); then it runs again with
+For each mode (stream, octree, octree-sync): the case runs to its end (the reference); then it runs again with
 CAIRN_GERRIS_KILL_AT=K (the module raises SIGKILL at step K, before that step's persist), then again
 with CAIRN_GERRIS_RESUME=1. The resumed run must say it resumed at step K-1 and end with Gerris's final
 binary output (end.gfs) byte for byte equal to the reference, and its printed norms must be the
 reference's (the killed run's lines for steps 0..K-1, then the resumed run's from step K-1 on). The
 reference's last norms line must be the one documented in cases/README.md (cases/expected_norms.txt).
+octree (whose persists are written beside the next step; octree-sync is async = 0) is also killed inside
+the writing of a step's persist (CAIRN_GERRIS_KILL_IN_PERSIST=K: after its header, before the PM-octree's commit) and must
+resume at K-1 with the same end.gfs.
 
 --bad-input instead checks the refusals: another case, another dimension, a changed variable list,
 nothing persisted.
@@ -36,9 +39,10 @@ def fail(msg):
 
 
 def prepare(case_text, module, pools, mode, name=None):
+    """mode: stream, octree (asynchronous persists, the default), or octree-sync (async = 0)."""
     text = re.sub(r"(?m)^GModule cairn$", "GModule " + module, case_text)
     text = re.sub(r"dir = \S+", "dir = " + pools, text)
-    text = re.sub(r"mode = \S+", "mode = " + mode, text)
+    text = re.sub(r"mode = \S+", "mode = " + ("octree async = 0" if mode == "octree-sync" else mode), text)
     if name:
         text = re.sub(r"name = \S+", "name = " + name, text)
     return text
@@ -114,6 +118,24 @@ def check_case(args):
         stats = [l for l in p.stderr.splitlines() if l.startswith("CairnPersist: ") and "persists" in l]
         print("%s %s: killed at step %d, resumed at %d, end.gfs identical (%d bytes); %s" %
               (case, mode, k, k - 1, os.path.getsize(os.path.join(full, "end.gfs")), stats[-1] if stats else ""))
+        if mode == "octree":
+            # Killed inside the persist of step k, while it is written beside step k + 1: its header is
+            # committed, the PM-octree is not; the resume is at k - 1.
+            k = rng.randrange(2, iend)
+            inside = os.path.join(root, mode, "inside")
+            run(args.gerris, inside, gfs, {"CAIRN_GERRIS_KILL_IN_PERSIST": str(k)}, expect_kill=True)
+            p = run(args.gerris, inside, gfs, {"CAIRN_GERRIS_RESUME": "1"})
+            m = re.search(r"resumed at step (\d+)", p.stderr)
+            if not m or int(m.group(1)) != k - 1:
+                fail("%s %s: killed inside the persist of step %d, expected a resume at step %d:\n%s" %
+                     (case, mode, k, k - 1, p.stderr))
+            if read(os.path.join(inside, "end.gfs"), "rb") != read(os.path.join(full, "end.gfs"), "rb"):
+                fail("%s %s: killed inside the persist of %d and resumed: end.gfs differs" % (case, mode, k))
+            resumed = read(os.path.join(inside, "norms")).splitlines()
+            if resumed[-len(norms) + k - 1:] != norms[k - 1:]:
+                fail("%s %s: killed inside the persist of %d and resumed: the norms differ" % (case, mode, k))
+            print("%s %s: killed inside the persist of step %d, resumed at %d, end.gfs identical" %
+                  (case, mode, k, k - 1))
     shutil.rmtree(root, ignore_errors=True)
     print("PASS")
 
@@ -165,7 +187,8 @@ def main():
     ap.add_argument("--module", required=True)
     ap.add_argument("--case", required=True)
     ap.add_argument("--bad-input", action="store_true")
-    ap.add_argument("--modes", default="stream,octree", help="comma-separated: stream, octree")
+    ap.add_argument("--modes", default="stream,octree,octree-sync",
+                    help="comma-separated: stream, octree, octree-sync")
     ap.add_argument("--gerris3d")
     ap.add_argument("--module3d")
     args = ap.parse_args()

@@ -30,6 +30,7 @@ co::Options to_cpp(const cairn_octree_options* o) {
   out.dram_budget = o->dram_budget;
   out.threshold_dram = o->threshold_dram;
   out.threshold_nvbm = o->threshold_nvbm;
+  out.reserve_as_used = o->reserve_as_used != 0;
   return out;
 }
 
@@ -72,6 +73,7 @@ void cairn_octree_options_init(cairn_octree_options* o) {
   o->dram_budget = d.dram_budget;
   o->threshold_dram = d.threshold_dram;
   o->threshold_nvbm = d.threshold_nvbm;
+  o->reserve_as_used = d.reserve_as_used ? 1 : 0;
 }
 
 int cairn_octree_create(const char* path, const cairn_octree_options* options, cairn_octree** out) {

@@ -349,6 +349,7 @@ class Octree::Impl {
   void add_chunk() {
     if (chunks_.size() >= header_->chunk_capacity) fail(Errc::out_of_space, file_ + ": the chunk table is full");
     auto off = pool_->arena().alloc(header_->chunk_bytes);
+    if (!off.ok() && off.error().code == Errc::device_full) fail(Errc::device_full, off.error().message);
     if (!off.ok())
       fail(Errc::out_of_space,
            file_ + ": the pool is full (" + off.error().message + "); create the tree with a larger pool_size");
@@ -973,6 +974,7 @@ Result<std::unique_ptr<Octree>> Octree::create(const std::string& path, const Op
   if (auto c = check_options(o); !c.ok()) return c.error();
   pool::CreateOptions co;
   co.size = o.pool_size;
+  co.reserve_as_used = o.reserve_as_used;
   if (!o.device.empty()) {
     auto d = devices::make_device(o.device);
     if (!d.ok()) return d.error();

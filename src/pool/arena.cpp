@@ -69,6 +69,10 @@ Result<std::uint64_t> Arena::alloc(std::uint64_t bytes) {
       }
       if (++run == need) {
         std::uint64_t first = i + 1 - need;
+        // Space first (a pool that reserves as used): never hand out a block
+        // the device might fail to provide at its first touch.
+        if (pool_ != nullptr)
+          if (auto r = pool_->reserve(offset_ + (i + 1) * block_size_); !r.ok()) return r.error();
         for (std::uint64_t b = first; b <= i; ++b) set(used_, b);
         in_use_ += need;
         hint_ = i + 1;

@@ -258,7 +258,12 @@ Result<std::unique_ptr<Pool>> Pool::create(const std::string& path, CreateOption
   {
     Fd fd{::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, options.mode)};
     if (fd.fd < 0) return file_error(path, "create", errno);
-    int err = posix_fallocate(fd.fd, 0, static_cast<off_t>(options.size));
+    // Sparse past the first 16 MiB when reserving as used; ftruncate still
+    // fails at once on a size the file system refuses.
+    const std::uint64_t reserve =
+        options.reserve_as_used ? std::min<std::uint64_t>(options.size, kArenaOffset + kReserveStep) : options.size;
+    int err = options.reserve_as_used && ::ftruncate(fd.fd, static_cast<off_t>(options.size)) != 0 ? errno : 0;
+    if (err == 0) err = posix_fallocate(fd.fd, 0, static_cast<off_t>(reserve));
     if (err != 0) {
       ::unlink(tmp.c_str());
       return file_error(path, ("reserving " + std::to_string(options.size) + " bytes").c_str(), err);
@@ -330,6 +335,8 @@ Result<std::unique_ptr<Pool>> Pool::create(const std::string& path, CreateOption
     }
   }
   pool->path_ = path;
+  pool->reserved_ =
+      options.reserve_as_used ? std::min<std::uint64_t>(options.size, kArenaOffset + kReserveStep) : pool->size_;
   pool->header_ = h;
   pool->health_.header0_ok = pool->health_.header1_ok = true;
   pool->health_.table0_ok = pool->health_.table1_ok = true;
@@ -343,6 +350,7 @@ Result<std::unique_ptr<Pool>> Pool::create(const std::string& path, CreateOption
 Result<std::unique_ptr<Pool>> Pool::open(const std::string& path, OpenOptions options) {
   Health health;
   PoolHeader header{};
+  std::uint64_t sparse_reserved = 0;
   {
     // Validate with pread before mapping; nothing here writes to the file.
     Fd fd{::open(path.c_str(), O_RDWR | O_CLOEXEC)};
@@ -360,15 +368,36 @@ Result<std::unique_ptr<Pool>> Pool::open(const std::string& path, OpenOptions op
     read_at(fd.fd, &t1, sizeof t1, kRootTable1);
     auto live = choose_table(path, sel, t0, t1, health);
     if (!live.ok()) return std::move(live).error();
+    // A sparse file reserves as used: every block up to the high-water mark
+    // was reserved before it was handed out.
+    std::uint64_t hw = 0;
+    read_at(fd.fd, &hw, sizeof hw, kHighWaterOffset);
+    sparse_reserved = static_cast<std::uint64_t>(st.st_blocks) * 512 < static_cast<std::uint64_t>(st.st_size)
+                          ? std::min<std::uint64_t>(header.pool_size, header.arena_offset + hw * header.block_size)
+                          : header.pool_size;
   }
   auto mapped = map_and_bind(path, header.pool_size, options.flush_mode, std::move(options.device));
   if (!mapped.ok()) return std::move(mapped).error();
   std::unique_ptr<Pool> pool = std::move(mapped.value());
+  pool->reserved_ = std::min<std::uint64_t>(sparse_reserved, pool->size_);
   pool->header_ = header;
   pool->health_ = std::move(health);
   pool->arena_.init(header.arena_offset, header.block_size, header.block_count,
                     reinterpret_cast<std::uint64_t*>(pool->base_ + kHighWaterOffset), pool.get());
   return pool;
+}
+
+Result<void> Pool::reserve(std::uint64_t end) {
+  if (end <= reserved_) return {};
+  const std::uint64_t to =
+      std::min<std::uint64_t>(size_, std::max(end, reserved_ + std::max(kReserveStep, reserved_ / 8)));
+  Fd fd{::open(path_.c_str(), O_RDWR | O_CLOEXEC)};
+  const int err =
+      fd.fd < 0 ? errno : posix_fallocate(fd.fd, static_cast<off_t>(reserved_), static_cast<off_t>(to - reserved_));
+  if (err != 0)
+    return file_error(path_, ("reserving " + std::to_string(to - reserved_) + " more bytes of the pool").c_str(), err);
+  reserved_ = to;
+  return {};
 }
 
 namespace {
@@ -691,6 +720,7 @@ Result<std::unique_ptr<Pool>> Pool::open_image(std::byte* base, std::size_t size
   pool->path_ = label;
   pool->base_ = base;
   pool->size_ = header.value().pool_size;
+  pool->reserved_ = pool->size_;
   pool->owns_mapping_ = false;
   pool->is_pmem_ = false;
   // No file to look at: the caller (its device) decides; automatic means cpu.

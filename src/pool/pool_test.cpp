@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -195,6 +196,88 @@ TEST(Pool, ArenaAllocFreeAndOutOfSpace) {
   auto z = a.alloc(100);
   ASSERT_TRUE(z.ok());
   EXPECT_EQ(z.value(), x.value());  // reused
+}
+
+std::uint64_t allocated_bytes(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0);
+  return static_cast<std::uint64_t>(st.st_blocks) * 512;
+}
+
+// reserve_as_used: the file is sparse past its first 16 MiB and grows with
+// the arena's allocations, in this process and after reopening.
+TEST(Pool, ReserveAsUsedGrowsWithTheArena) {
+  TempDir dir;
+  const auto path = dir.file("p");
+  CreateOptions o;
+  o.size = 256ull << 20;
+  o.reserve_as_used = true;
+  auto p = Pool::create(path, std::move(o));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(std::filesystem::file_size(path), 256ull << 20);
+  const std::uint64_t first = allocated_bytes(path);
+  EXPECT_GE(first, kArenaOffset);
+  EXPECT_LE(first, kArenaOffset + kReserveStep + (1u << 20));
+  auto x = p.value()->arena().alloc(40ull << 20);
+  ASSERT_TRUE(x.ok()) << x.error().message;
+  std::memset(p.value()->at(x.value()), 0x5a, 40ull << 20);
+  p.value()->persist(p.value()->at(x.value()), 40ull << 20);
+  EXPECT_GE(allocated_bytes(path), 40ull << 20);
+  EXPECT_LT(allocated_bytes(path), 128ull << 20);  // far from the pool's size
+  p.value().reset();
+  // Reopened: what was reserved stays; allocations past it reserve more.
+  auto q = Pool::open(path);
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  auto rb = q.value()->arena().rebuild();
+  ASSERT_TRUE(rb.mark(x.value(), 40ull << 20).ok());
+  rb.finish();
+  EXPECT_EQ(static_cast<unsigned char>(*q.value()->at(x.value() + (40ull << 20) - 1)), 0x5au);
+  auto y = q.value()->arena().alloc(100ull << 20);
+  ASSERT_TRUE(y.ok()) << y.error().message;
+  std::memset(q.value()->at(y.value()), 0x33, 100ull << 20);
+  EXPECT_GE(allocated_bytes(path), 140ull << 20);
+}
+
+// On a device that fills up (a 24 MiB tmpfs mounted for the test; skipped
+// where mounting is not allowed), a pool that reserves as used fails the
+// allocation the device cannot hold with device_full, and every block handed
+// out before stays writable and intact (no SIGBUS at a first touch).
+TEST(Pool, ReserveAsUsedFailsTheAllocationOnAFullDevice) {
+  TempDir dir;
+  const std::string mnt = dir.file("small");
+  std::filesystem::create_directories(mnt);
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=24m") != 0)
+    GTEST_SKIP() << "cannot mount a small tmpfs here (" << std::strerror(errno) << ")";
+  struct Unmount {
+    std::string at;
+    ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  CreateOptions o;
+  o.size = 64ull << 20;
+  o.reserve_as_used = true;
+  auto p = Pool::create(mnt + "/p", std::move(o));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  std::vector<std::uint64_t> got;
+  Result<std::uint64_t> r = p.value()->arena().alloc(2ull << 20);
+  for (; r.ok() && got.size() < 32; r = p.value()->arena().alloc(2ull << 20)) {
+    std::memset(p.value()->at(r.value()), static_cast<int>(got.size() + 1), 2ull << 20);
+    got.push_back(r.value());
+  }
+  ASSERT_FALSE(r.ok()) << "64 MiB of blocks on a 24 MiB device";
+  EXPECT_EQ(r.error().code, Errc::device_full) << r.error().message;
+  EXPECT_NE(r.error().message.find("reserving"), std::string::npos) << r.error().message;
+  EXPECT_GE(got.size(), 4u);
+  EXPECT_LE(got.size(), 12u);
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(static_cast<int>(*p.value()->at(got[i] + (2ull << 20) - 1)), static_cast<int>(i + 1));
+  // Reserved all at once, the same pool does not even get created there.
+  p.value().reset();
+  std::filesystem::remove(mnt + "/p");
+  CreateOptions eager;
+  eager.size = 64ull << 20;
+  auto e = Pool::create(mnt + "/q", std::move(eager));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().code, Errc::device_full) << e.error().message;
 }
 
 TEST(Pool, ArenaRebuildFromReachability) {

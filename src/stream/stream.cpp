@@ -233,6 +233,7 @@ Result<void> Store::create_pool(const std::string& path, std::uint64_t size) {
   ::unlink(tmp.c_str());
   pool::CreateOptions co;
   co.size = size;
+  co.reserve_as_used = true;
   auto p = pool::Pool::create(tmp, std::move(co));
   if (!p.ok()) return p.error();
   auto d = detail::Directory::format(*p.value(), kDirectoryEntries);

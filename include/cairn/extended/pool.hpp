@@ -53,6 +53,8 @@ inline constexpr std::size_t kRootTable0 = 8192 + 64;
 inline constexpr std::size_t kRootTable1 = 8192 + 512;
 inline constexpr std::size_t kHighWaterOffset = 12288;
 inline constexpr std::size_t kArenaOffset = 65536;
+// The least a pool that reserves as used reserves at a time (CreateOptions::reserve_as_used).
+inline constexpr std::uint64_t kReserveStep = 16ull << 20;
 inline constexpr std::size_t kMinPoolSize = 1u << 20;  // 1 MiB
 inline constexpr std::uint32_t kDefaultBlockSize = 4096;
 
@@ -122,6 +124,14 @@ struct CreateOptions {
   std::uint64_t size = 64ull << 20;
   std::uint32_t block_size = kDefaultBlockSize;
   unsigned mode = 0600;
+  // false: the file's whole space is reserved (posix_fallocate) at creation,
+  // so a full device shows then. true: the file is sparse past its first
+  // 16 MiB and the arena reserves space as it hands out blocks (at least
+  // 16 MiB or an eighth more each time), so a pool sized for growth costs
+  // only what it uses (tmpfs allocates reserved pages in memory at once); an
+  // allocation the device cannot hold fails with Errc::device_full, never a
+  // fault on first touch.
+  bool reserve_as_used = false;
   devices::FlushMode flush_mode = devices::FlushMode::automatic;
   // Null: the device named by $CAIRN_DEVICE, else the real device.
   std::unique_ptr<devices::Device> device;
@@ -319,9 +329,15 @@ class Pool {
   RootTable* table(int which) const;
   std::uint64_t* selector() const;
 
+  // Reserves the file's space up to `end` (bytes from the start) and some
+  // more, for the arena (CreateOptions::reserve_as_used).
+  Result<void> reserve(std::uint64_t end);
+  friend class Arena;
+
   std::string path_;
   std::byte* base_ = nullptr;
   std::size_t size_ = 0;
+  std::uint64_t reserved_ = 0;  // bytes of the file reserved from its start (size_ unless reserve_as_used)
   bool is_pmem_ = false;
   devices::FlushMode mode_ = devices::FlushMode::cpu;
   std::unique_ptr<devices::Device> device_;
