@@ -77,6 +77,26 @@ def expected_norms(case):
     fail("no expected norms for %s in cases/expected_norms.txt" % case)
 
 
+def kill_and_resume(args, case, mode, gfs, full, norms, workdir, hook, k):
+    """Runs with hook=k (a SIGKILL at step k), resumes, and checks the resume at step k-1, end.gfs byte for
+    byte and the norms: the killed run's lines (steps 0..k-1 for CAIRN_GERRIS_KILL_AT; a kill inside a
+    persist may come a step or two later), then the uninterrupted run's from step k-1 on."""
+    what = "%s %s: %s=%d" % (case, mode, hook, k)
+    run(args.gerris, workdir, gfs, {hook: str(k)}, expect_kill=True)
+    p = run(args.gerris, workdir, gfs, {"CAIRN_GERRIS_RESUME": "1"})
+    m = re.search(r"resumed at step (\d+)", p.stderr)
+    if not m or int(m.group(1)) != k - 1:
+        fail("%s: expected a resume at step %d:\n%s" % (what, k - 1, p.stderr))
+    if read(os.path.join(workdir, "end.gfs"), "rb") != read(os.path.join(full, "end.gfs"), "rb"):
+        fail("%s, resumed: end.gfs differs from the uninterrupted run" % what)
+    resumed = read(os.path.join(workdir, "norms")).splitlines()
+    before = resumed[:len(resumed) - (len(norms) - (k - 1))]
+    if (resumed[len(before):] != norms[k - 1:] or before != norms[:len(before)] or len(before) < k or
+            (hook == "CAIRN_GERRIS_KILL_AT" and len(before) != k)):
+        fail("%s, resumed: the norms differ from the uninterrupted run" % what)
+    return p
+
+
 def check_case(args):
     case = os.path.splitext(os.path.basename(args.case))[0]
     text = read(args.case)
@@ -104,17 +124,8 @@ def check_case(args):
             fail("%s: stream and octree modes print different norms" % case)
 
         k = rng.randrange(2, iend)
-        killed = os.path.join(root, mode, "killed")
-        run(args.gerris, killed, gfs, {"CAIRN_GERRIS_KILL_AT": str(k)}, expect_kill=True)
-        p = run(args.gerris, killed, gfs, {"CAIRN_GERRIS_RESUME": "1"})
-        m = re.search(r"resumed at step (\d+)", p.stderr)
-        if not m or int(m.group(1)) != k - 1:
-            fail("%s %s: killed at step %d, expected a resume at step %d:\n%s" % (case, mode, k, k - 1, p.stderr))
-        if read(os.path.join(killed, "end.gfs"), "rb") != read(os.path.join(full, "end.gfs"), "rb"):
-            fail("%s %s: killed at %d and resumed: end.gfs differs from the uninterrupted run" % (case, mode, k))
-        resumed = read(os.path.join(killed, "norms")).splitlines()
-        if resumed != norms[:k] + norms[k - 1:]:
-            fail("%s %s: killed at %d and resumed: the norms differ from the uninterrupted run" % (case, mode, k))
+        p = kill_and_resume(args, case, mode, gfs, full, norms, os.path.join(root, mode, "killed"),
+                            "CAIRN_GERRIS_KILL_AT", k)
         stats = [l for l in p.stderr.splitlines() if l.startswith("CairnPersist: ") and "persists" in l]
         print("%s %s: killed at step %d, resumed at %d, end.gfs identical (%d bytes); %s" %
               (case, mode, k, k - 1, os.path.getsize(os.path.join(full, "end.gfs")), stats[-1] if stats else ""))
@@ -122,18 +133,8 @@ def check_case(args):
             # Killed inside the persist of step k, while it is written beside step k + 1: its header is
             # committed, the PM-octree is not; the resume is at k - 1.
             k = rng.randrange(2, iend)
-            inside = os.path.join(root, mode, "inside")
-            run(args.gerris, inside, gfs, {"CAIRN_GERRIS_KILL_IN_PERSIST": str(k)}, expect_kill=True)
-            p = run(args.gerris, inside, gfs, {"CAIRN_GERRIS_RESUME": "1"})
-            m = re.search(r"resumed at step (\d+)", p.stderr)
-            if not m or int(m.group(1)) != k - 1:
-                fail("%s %s: killed inside the persist of step %d, expected a resume at step %d:\n%s" %
-                     (case, mode, k, k - 1, p.stderr))
-            if read(os.path.join(inside, "end.gfs"), "rb") != read(os.path.join(full, "end.gfs"), "rb"):
-                fail("%s %s: killed inside the persist of %d and resumed: end.gfs differs" % (case, mode, k))
-            resumed = read(os.path.join(inside, "norms")).splitlines()
-            if resumed[-len(norms) + k - 1:] != norms[k - 1:]:
-                fail("%s %s: killed inside the persist of %d and resumed: the norms differ" % (case, mode, k))
+            kill_and_resume(args, case, mode, gfs, full, norms, os.path.join(root, mode, "inside"),
+                            "CAIRN_GERRIS_KILL_IN_PERSIST", k)
             print("%s %s: killed inside the persist of step %d, resumed at %d, end.gfs identical" %
                   (case, mode, k, k - 1))
     shutil.rmtree(root, ignore_errors=True)
