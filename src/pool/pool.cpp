@@ -255,13 +255,13 @@ Result<std::unique_ptr<Pool>> Pool::create(const std::string& path, CreateOption
   char suffix[32];
   std::snprintf(suffix, sizeof suffix, ".tmp-%d-%08x", static_cast<int>(getpid()), rd());
   const std::string tmp = path + suffix;
+  // Sparse past the first 16 MiB when reserving as used; ftruncate still
+  // fails at once on a size the file system refuses.
+  const std::uint64_t reserve =
+      options.reserve_as_used ? std::min<std::uint64_t>(options.size, kArenaOffset + kReserveStep) : options.size;
   {
     Fd fd{::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, options.mode)};
     if (fd.fd < 0) return file_error(path, "create", errno);
-    // Sparse past the first 16 MiB when reserving as used; ftruncate still
-    // fails at once on a size the file system refuses.
-    const std::uint64_t reserve =
-        options.reserve_as_used ? std::min<std::uint64_t>(options.size, kArenaOffset + kReserveStep) : options.size;
     int err = options.reserve_as_used && ::ftruncate(fd.fd, static_cast<off_t>(options.size)) != 0 ? errno : 0;
     if (err == 0) err = posix_fallocate(fd.fd, 0, static_cast<off_t>(reserve));
     if (err != 0) {
@@ -335,8 +335,7 @@ Result<std::unique_ptr<Pool>> Pool::create(const std::string& path, CreateOption
     }
   }
   pool->path_ = path;
-  pool->reserved_ =
-      options.reserve_as_used ? std::min<std::uint64_t>(options.size, kArenaOffset + kReserveStep) : pool->size_;
+  pool->reserved_ = std::min<std::uint64_t>(reserve, pool->size_);
   pool->header_ = h;
   pool->health_.header0_ok = pool->health_.header1_ok = true;
   pool->health_.table0_ok = pool->health_.table1_ok = true;
