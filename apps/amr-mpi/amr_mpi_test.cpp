@@ -20,6 +20,12 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string> kCase = {"--size", "4", "--period", "0.5"};  // 54 steps
 
+// `args` followed by `more` (a redundancy level's switches).
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
 class AmrMpi : public ::testing::Test {
  protected:
   void SetUp() override { cairn::testing::set_mpirun_environment(); }
@@ -126,21 +132,17 @@ TEST_F(AmrMpi, ResumesOnAnotherNumberOfRanks) {
 TEST_F(AmrMpi, LostNodeIsRebuiltFromThePartnerCopy) {
   const std::string expected = single();
   const std::vector<std::string> partner = {"--redundancy", "partner", "--ranks-per-node", "1"};
-  auto with = [&](std::vector<std::string> more) {
-    more.insert(more.end(), partner.begin(), partner.end());
-    return more;
-  };
-  Outcome k = run(4, with({"--crash-at", "30", "--crash-rank", "2"}));
+  Outcome k = run(4, with({"--crash-at", "30", "--crash-rank", "2"}, partner));
   ASSERT_NE(k.exit_code, 0) << k.output;
   fs::remove_all(dir.path() + "/node2");
-  Outcome r = run(4, with({"--resume", "--crash-at", "45", "--crash-rank", "1"}));
+  Outcome r = run(4, with({"--resume", "--crash-at", "45", "--crash-rank", "1"}, partner));
   ASSERT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 2: rebuilt version 31 "), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(dir.path() + "/node2/amr-mpi.n4.r1.replica")) << "the copy node 2 held is written again";
   // Now rank 1's pool is damaged: rebuilt from rank 2's copy, set aside.
   const std::string pool = dir.path() + "/node1/amr-mpi.n4.r1.pool";
   fs::resize_file(pool, 4096);
-  Outcome d = run(4, with({"--resume"}));
+  Outcome d = run(4, with({"--resume"}, partner));
   ASSERT_EQ(d.exit_code, 0) << d.output;
   EXPECT_NE(d.output.find("rank 1: rebuilt version 46 "), std::string::npos) << d.output;
   EXPECT_NE(d.output.find("from its partner copy on rank 2"), std::string::npos) << d.output;
@@ -148,10 +150,10 @@ TEST_F(AmrMpi, LostNodeIsRebuiltFromThePartnerCopy) {
   EXPECT_NE(d.output.find("units that changed since the partner's copy"), std::string::npos) << d.output;
   EXPECT_EQ(checksum_in(d.output), expected) << d.output;
   // Two neighbouring nodes: rank 1's pool and its copy on rank 2 both gone.
-  ASSERT_EQ(run(4, with({"--steps", "10"})).exit_code, 0);
+  ASSERT_EQ(run(4, with({"--steps", "10"}, partner)).exit_code, 0);
   fs::remove_all(dir.path() + "/node1");
   fs::remove_all(dir.path() + "/node2");
-  Outcome lost = run(4, with({"--resume"}));
+  Outcome lost = run(4, with({"--resume"}, partner));
   EXPECT_NE(lost.exit_code, 0);
   EXPECT_NE(lost.output.find("rank 1's pool is lost and so is its partner copy on rank 2"), std::string::npos)
       << lost.output;
@@ -163,31 +165,28 @@ TEST_F(AmrMpi, LostNodeIsRebuiltFromThePartnerCopy) {
 // nodes of one group are refused with a message.
 TEST_F(AmrMpi, LostNodeIsRebuiltFromParity) {
   const std::string expected = single();
-  auto with = [](std::vector<std::string> more, const std::string& per_node) {
-    for (const char* s : {"--redundancy", "xor", "--ranks-per-node"}) more.push_back(s);
-    more.push_back(per_node);
-    return more;
-  };
+  const std::vector<std::string> xor1 = {"--redundancy", "xor", "--ranks-per-node", "1"},
+                                 xor2 = {"--redundancy", "xor", "--ranks-per-node", "2"};
   // Four nodes of one rank, one group: node 2 lost, then node 1.
-  Outcome k = run(4, with({"--crash-at", "30", "--crash-rank", "2"}, "1"));
+  Outcome k = run(4, with({"--crash-at", "30", "--crash-rank", "2"}, xor1));
   ASSERT_NE(k.exit_code, 0) << k.output;
   fs::remove_all(dir.path() + "/node2");
-  Outcome r = run(4, with({"--resume", "--crash-at", "45", "--crash-rank", "1"}, "1"));
+  Outcome r = run(4, with({"--resume", "--crash-at", "45", "--crash-rank", "1"}, xor1));
   ASSERT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 2: rebuilt version 31 "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("from its group's parity"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(dir.path() + "/node2/amr-mpi.n4.r2.xor.pool")) << "its parity is written again";
   fs::remove_all(dir.path() + "/node1");
-  Outcome d = run(4, with({"--resume"}, "1"));
+  Outcome d = run(4, with({"--resume"}, xor1));
   ASSERT_EQ(d.exit_code, 0) << d.output;
   EXPECT_NE(d.output.find("rank 1: rebuilt version 46 "), std::string::npos) << d.output;
   EXPECT_NE(d.output.find("XOR parity: "), std::string::npos) << d.output;
   EXPECT_EQ(checksum_in(d.output), expected) << d.output;
   // Two lost nodes of the group: refused, naming both.
-  ASSERT_EQ(run(4, with({"--steps", "10"}, "1")).exit_code, 0);
+  ASSERT_EQ(run(4, with({"--steps", "10"}, xor1)).exit_code, 0);
   fs::remove_all(dir.path() + "/node1");
   fs::remove_all(dir.path() + "/node3");
-  Outcome lost = run(4, with({"--resume"}, "1"));
+  Outcome lost = run(4, with({"--resume"}, xor1));
   EXPECT_NE(lost.exit_code, 0);
   EXPECT_NE(lost.output.find("rank 1's pool is lost and so is rank 3's pool, in the same parity group"),
             std::string::npos)
@@ -196,9 +195,9 @@ TEST_F(AmrMpi, LostNodeIsRebuiltFromParity) {
   // each node) loses one member with node 1, and each rebuilds its own.
   fs::remove_all(dir.path());
   fs::create_directories(dir.path());
-  ASSERT_NE(run(4, with({"--crash-at", "20", "--crash-rank", "3"}, "2")).exit_code, 0);
+  ASSERT_NE(run(4, with({"--crash-at", "20", "--crash-rank", "3"}, xor2)).exit_code, 0);
   fs::remove_all(dir.path() + "/node1");
-  Outcome two = run(4, with({"--resume"}, "2"));
+  Outcome two = run(4, with({"--resume"}, xor2));
   ASSERT_EQ(two.exit_code, 0) << two.output;
   EXPECT_NE(two.output.find("rank 2: rebuilt version 21 "), std::string::npos) << two.output;
   EXPECT_NE(two.output.find("rank 3: rebuilt version 21 "), std::string::npos) << two.output;
@@ -212,11 +211,7 @@ TEST_F(AmrMpi, FlushedVersionsRestoreWhatNothingElseCan) {
   const std::string expected = single();
   const std::string pfs = dir.path() + "/pfs";
   const std::vector<std::string> flush = {"--ranks-per-node", "1", "--pfs-dir", pfs};
-  auto with = [&](std::vector<std::string> more) {
-    more.insert(more.end(), flush.begin(), flush.end());
-    return more;
-  };
-  ASSERT_NE(run(4, with({"--crash-at", "35", "--crash-rank", "1"})).exit_code, 0);
+  ASSERT_NE(run(4, with({"--crash-at", "35", "--crash-rank", "1"}, flush)).exit_code, 0);
   for (int rank = 0; rank < 4; ++rank)
     for (int v : {20, 30})
       EXPECT_TRUE(fs::exists(pfs + "/amr-mpi.n4.r" + std::to_string(rank) + ".v" + std::to_string(v) + ".ckpt"))
@@ -224,16 +219,16 @@ TEST_F(AmrMpi, FlushedVersionsRestoreWhatNothingElseCan) {
   fs::remove_all(dir.path() + "/node1");
   // Rank 2's flush of version 30 damaged too: version 20 it is.
   fs::resize_file(pfs + "/amr-mpi.n4.r2.v30.ckpt", 100);
-  Outcome r = run(4, with({"--resume"}));
+  Outcome r = run(4, with({"--resume"}, flush));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1 lost its pool and redundancy is local"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("every rank restored version 20 (step 19) flushed to " + pfs), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("from step 19 "), std::string::npos) << r.output;
   EXPECT_EQ(checksum_in(r.output), expected) << r.output;
   // Nothing flushed yet: the message says so.
-  ASSERT_NE(run(4, with({"--crash-at", "5", "--crash-rank", "0"})).exit_code, 0);
+  ASSERT_NE(run(4, with({"--crash-at", "5", "--crash-rank", "0"}, flush)).exit_code, 0);
   fs::remove_all(dir.path() + "/node0");
-  Outcome none = run(4, with({"--resume"}));
+  Outcome none = run(4, with({"--resume"}, flush));
   EXPECT_NE(none.exit_code, 0);
   EXPECT_NE(none.output.find("was flushed completely and intact by every rank"), std::string::npos) << none.output;
 }

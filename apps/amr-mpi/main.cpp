@@ -95,9 +95,8 @@ Result<std::vector<std::byte>> own_payload(Part& p) {
   return leaf_payload(load_step(p.tree()), leaves.value());
 }
 
-// Every rank's parity segment of `version` written, agreed.
-Result<void> protect_parity(Part& p, Parity& parity, std::uint64_t version) {
-  auto payload = own_payload(p);
+// Every rank's parity segment of `version` (whose payload is `payload`) written, agreed.
+Result<void> protect_parity(Parity& parity, std::uint64_t version, const Result<std::vector<std::byte>>& payload) {
   Result<void> r = payload.ok() ? Result<void>{} : Result<void>(payload.error());
   // The group's ring runs even for a rank that failed (zeros), so no one waits forever.
   auto w = parity.protect(version, payload.ok() ? payload.value() : std::vector<std::byte>{});
@@ -128,14 +127,16 @@ Result<std::uint64_t> commit(Part& p, Parity* parity, PfsFlusher* pfs, const Arg
     if (!all_ok(r.ok()))
       return r.ok() ? cairn::make_error(Errc::io_error, "another rank's partner copy failed") : r.error();
   }
+  // The rank's leaves, serialized once for the parity and the flush.
+  const bool flush = pfs != nullptr && ps.value().version % a.pfs_every == 0;
+  auto payload = parity != nullptr || flush ? own_payload(p) : Result<std::vector<std::byte>>(std::vector<std::byte>{});
   if (parity != nullptr) {
     // The same for the group's parity of the version.
-    if (auto r = protect_parity(p, *parity, ps.value().version); !r.ok()) return r.error();
+    if (auto r = protect_parity(*parity, ps.value().version, payload); !r.ok()) return r.error();
   }
-  if (pfs != nullptr && ps.value().version % a.pfs_every == 0) {
+  if (flush) {
     // Global now: its leaves go to the flush directory in the background
     // (a failed flush is reported, and the one before it stays).
-    auto payload = own_payload(p);
     auto f = payload.ok() ? pfs->start(ps.value().version, std::move(payload.value())) : Result<void>(payload.error());
     if (!f.ok()) std::fprintf(stderr, "amr-mpi rank %d: %s\n", rank, f.error().message.c_str());
   }
@@ -192,16 +193,17 @@ Result<std::uint64_t> rebuild_from_parity(Part& p, Parity& parity, const Args& a
   int lost_member = -1;
   for (int m : parity.members())
     if (lost[2 * static_cast<std::size_t>(m)] != 0) lost_member = m;
-  Result<void> r;
+  // This rank's leaves of g: its tree's, or those the group gives back.
+  auto payload = lost_member == rank ? Result<std::vector<std::byte>>(std::vector<std::byte>{}) : own_payload(p);
+  Result<void> r = payload.ok() ? Result<void>{} : Result<void>(payload.error());
   if (lost_member >= 0) {
-    auto mine = lost_member == rank ? Result<std::vector<std::byte>>(std::vector<std::byte>{}) : own_payload(p);
-    if (!mine.ok()) r = mine.error();
-    auto got = parity.rebuild(g, lost_member, mine.ok() ? mine.value() : std::vector<std::byte>{});
+    auto got = parity.rebuild(g, lost_member, payload.ok() ? payload.value() : std::vector<std::byte>{});
     if (r.ok() && !got.ok()) r = got.error();
     if (r.ok() && lost_member == rank) {
+      payload = std::move(got);
       std::vector<LeafRec> leaves;
       std::uint64_t step = 0;
-      r = read_leaf_payload(got.value(), step, leaves);
+      r = read_leaf_payload(payload.value(), step, leaves);
       if (r.ok()) {
         auto t = rebuild(pool_path(a, rank, ranks), a, g, leaves, step, [&](const Octant& q) { return p.owns(q); });
         if (t.ok()) {
@@ -216,7 +218,7 @@ Result<std::uint64_t> rebuild_from_parity(Part& p, Parity& parity, const Args& a
   }
   if (!all_ok(r.ok()))
     return r.ok() ? cairn::make_error(Errc::corrupted, "another rank failed to rebuild from parity") : r.error();
-  if (auto w = protect_parity(p, parity, g); !w.ok()) return w.error();
+  if (auto w = protect_parity(parity, g, payload); !w.ok()) return w.error();
   return g;
 }
 
@@ -367,20 +369,11 @@ Result<std::uint64_t> restore_from_pfs(Part& p, Parity* parity, const PfsFlusher
   for (std::size_t i = 0; i < 2 && i < held.size(); ++i) mine[i] = held[i];
   std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(ranks));
   MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD);
-  // The versions every rank flushed, newest first; the first that every
-  // rank reads back intact.
-  std::vector<std::uint64_t> common;
-  for (const std::uint64_t candidate : all) {
-    bool everywhere = candidate > 0 && std::find(common.begin(), common.end(), candidate) == common.end();
-    for (std::size_t r = 0; everywhere && r < all.size(); r += 2)
-      everywhere = all[r] == candidate || all[r + 1] == candidate;
-    if (everywhere) common.push_back(candidate);
-  }
-  std::sort(common.rbegin(), common.rend());
+  // The newest version every rank flushed and reads back intact.
   std::uint64_t f = 0;
   std::vector<std::byte> payload;
   Result<void> r;
-  for (const std::uint64_t candidate : common) {
+  for (const std::uint64_t candidate : cairn::dist::detail::flushed_everywhere(all)) {
     payload.clear();
     r = pfs.read(candidate, payload);
     if (!r.ok()) std::fprintf(stderr, "amr-mpi rank %d: %s\n", rank, r.error().message.c_str());
@@ -419,7 +412,7 @@ Result<std::uint64_t> restore_from_pfs(Part& p, Parity* parity, const PfsFlusher
   }
   if (parity != nullptr) {
     parity->remove();
-    if (auto c = protect_parity(p, *parity, f); !c.ok()) return c.error();
+    if (auto c = protect_parity(*parity, f, payload); !c.ok()) return c.error();
   }
   return f;
 }

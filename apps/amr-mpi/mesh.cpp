@@ -55,6 +55,9 @@ int source_of(const Args& a, int rank, int ranks) { return (rank - a.ranks_per_n
 std::string replica_path(const Args& a, int holder, int ranks) {
   return rank_file(a, holder, ranks, ".r" + std::to_string(source_of(a, holder, ranks)) + ".replica");
 }
+std::string parity_path(const Args& a, int rank, int ranks) {
+  return rank_file(a, rank, ranks, ".r" + std::to_string(rank) + ".xor.pool");
+}
 
 constexpr std::uint64_t kPartMagic = 0x3154524150524D41ull;
 

@@ -85,6 +85,8 @@ std::string pool_path(const Args& a, int rank, int ranks);
 int partner_of(const Args& a, int rank, int ranks);
 int source_of(const Args& a, int rank, int ranks);
 std::string replica_path(const Args& a, int holder, int ranks);
+// With --redundancy xor, rank r's parity segments (a stream pool; parity.hpp).
+std::string parity_path(const Args& a, int rank, int ranks);
 
 // "AMRPART1", level, ranks, first[ranks + 1], hash of all that: written once
 // per job, durably (write, fsync, rename, fsync the directory), before any

@@ -7,7 +7,6 @@
 #include <span>
 
 #include "cairn/stream.hpp"
-#include "dist/protection.hpp"
 #include "util/hash.hpp"
 
 namespace cairn::apps::amr_mpi {
@@ -58,10 +57,6 @@ Result<Record> parse(std::span<const std::byte> v, const std::string& what) {
 
 }  // namespace
 
-std::string parity_path(const Args& a, int rank, int ranks) {
-  return node_dir(a, rank) + "/" + a.name + ".n" + std::to_string(ranks) + ".r" + std::to_string(rank) + ".xor.pool";
-}
-
 std::vector<std::byte> leaf_payload(std::uint64_t step, const std::vector<LeafRec>& leaves) {
   const std::uint64_t head[2] = {step, leaves.size()};
   std::vector<std::byte> out(sizeof head + leaves.size() * sizeof(LeafRec));
@@ -87,14 +82,11 @@ Result<std::unique_ptr<Parity>> Parity::create(const Args& a, int rank, int rank
   auto t = dist::detail::make_topology(MPI_COMM_WORLD, a.ranks_per_node, a.xor_group);
   if (!t.ok()) return t.error();
   std::unique_ptr<Parity> p(new Parity);
-  p->a_ = &a;
-  p->rank_ = rank;
-  p->ranks_per_node_ = t.value().ranks_per_node;
-  p->group_nodes_ = t.value().xor_group;
-  p->nodes_ = t.value().nodes;
+  p->topo_ = t.value();
+  p->pool_size_ = std::max<std::uint64_t>(8ull << 20, a.pool_size / 4);
   p->members_ = p->members_of(rank);
-  const int color = t.value().group_first * t.value().ranks_per_node + t.value().local;
-  MPI_Comm_split(MPI_COMM_WORLD, color, t.value().node, &p->group_);
+  MPI_Comm_split(MPI_COMM_WORLD, p->topo_.group_first * p->topo_.ranks_per_node + p->topo_.local, p->topo_.node,
+                 &p->group_);
   p->path_ = parity_path(a, rank, ranks);
   return p;
 }
@@ -104,13 +96,9 @@ Parity::~Parity() {
 }
 
 std::vector<int> Parity::members_of(int r) const {
-  dist::detail::Topology t;
-  t.ranks_per_node = ranks_per_node_;
-  t.nodes = nodes_;
-  t.xor_group = group_nodes_;
-  const auto [first, count] = t.group_of(r / ranks_per_node_);
+  const auto [first, count] = topo_.group_of(r / topo_.ranks_per_node);
   std::vector<int> m;
-  for (int n = first; n < first + count; ++n) m.push_back(t.rank_of(n, r % ranks_per_node_));
+  for (int n = first; n < first + count; ++n) m.push_back(topo_.rank_of(n, r % topo_.ranks_per_node));
   return m;
 }
 
@@ -160,7 +148,7 @@ Result<void> Parity::protect(std::uint64_t version, const std::vector<std::byte>
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ec);
   stream::OpenOptions o;
-  o.pool_size = std::max<std::uint64_t>(8ull << 20, a_->pool_size / 4);
+  o.pool_size = pool_size_;
   auto out = stream::Stream::open(slot_uri(version), stream::Mode::write, o);
   if (!out.ok()) return out.error();
   std::FILE* f = out.value()->file();
@@ -177,7 +165,7 @@ Result<std::vector<std::byte>> Parity::rebuild(std::uint64_t version, int lost, 
   int k = -1;
   for (std::size_t m = 0; m < g; ++m)
     if (members_[m] == lost) k = static_cast<int>(m);
-  const bool me = lost == rank_;
+  const bool me = lost == topo_.rank;
   // The survivors' records of `version`: chunk and the lost member's length and hash.
   std::unique_ptr<stream::Stream> in;
   Record rec;
@@ -216,7 +204,7 @@ Result<std::vector<std::byte>> Parity::rebuild(std::uint64_t version, int lost, 
                             me ? &out : nullptr, scratch_);
   if (!me) return out;
   if (known[1] > out.size() || hash_of(out.data(), known[1]) != known[2])
-    return make_error(Errc::corrupted, "rank " + std::to_string(rank_) +
+    return make_error(Errc::corrupted, "rank " + std::to_string(topo_.rank) +
                                            ": the payload rebuilt from its group's parity "
                                            "fails the checksum the group recorded (a survivor's leaves differ)");
   out.resize(known[1]);

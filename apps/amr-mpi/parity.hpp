@@ -30,11 +30,9 @@
 #include <vector>
 
 #include "apps/amr-mpi/mesh.hpp"
+#include "dist/protection.hpp"
 
 namespace cairn::apps::amr_mpi {
-
-// Rank `rank`'s parity segments (a stream pool in its node's directory).
-std::string parity_path(const Args& a, int rank, int ranks);
 
 // The payload of a rank's leaves at `step` (LeafRec in visiting order), and back.
 std::vector<std::byte> leaf_payload(std::uint64_t step, const std::vector<LeafRec>& leaves);
@@ -76,11 +74,10 @@ class Parity {
  private:
   Parity() = default;
   std::string slot_uri(std::uint64_t version) const;
-  const Args* a_ = nullptr;
-  int rank_ = 0;
+  dist::detail::Topology topo_;
+  std::uint64_t pool_size_ = 0;  // of the stream pool, when a protect creates it
   MPI_Comm group_ = MPI_COMM_NULL;
   std::vector<int> members_;
-  int ranks_per_node_ = 1, group_nodes_ = 2, nodes_ = 1;
   std::string path_;
   std::vector<std::byte> scratch_;
   std::uint64_t bytes_sent_ = 0, bytes_stored_ = 0;

@@ -696,14 +696,8 @@ Result<std::uint64_t> Context::restore_from_pfs(const std::string& why) {
   for (std::size_t i = 0; i < 2 && i < v.size(); ++i) mine[i] = v[i];
   std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(size()));
   allgather(mine, 2, all.data());
-  std::uint64_t p = 0;
-  for (const std::uint64_t candidate : all) {
-    if (candidate <= p) continue;
-    bool everywhere = true;
-    for (std::size_t r = 0; r < all.size(); r += 2)
-      everywhere = everywhere && (all[r] == candidate || all[r + 1] == candidate);
-    if (everywhere) p = candidate;
-  }
+  const auto common = detail::flushed_everywhere(all);
+  const std::uint64_t p = common.empty() ? 0 : common.front();
   if (p == 0)
     return make_error(Errc::corrupted, why + "; and no flushed version in " + options_.pfs_dir +
                                            " is complete on every rank: no global version to restore");

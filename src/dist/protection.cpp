@@ -276,7 +276,7 @@ std::uint64_t payload_checksum(const std::vector<std::uint64_t>& block_hashes) {
   return acc;
 }
 
-// ---- PfsFlusher ----
+// ---- XOR parity ----
 
 std::uint64_t xor_reduce_scatter(MPI_Comm group, std::size_t chunk,
                                  const std::function<void(std::size_t, std::byte*)>& chunk_of, std::byte* result,
@@ -329,7 +329,7 @@ void xor_rebuild(MPI_Comm group, int k, std::size_t chunk, const std::function<v
   xor_reduce_scatter(group, chunk, ji == k ? std::function<void(std::size_t, std::byte*)>{} : chunk_of, q.data(),
                      scratch);
   if (ji == k) {
-    out->assign((g - 1) * chunk, std::byte{0});
+    out->resize((g - 1) * chunk);
     std::vector<MPI_Request> reqs(g - 1);
     for (std::size_t c = 0; c + 1 < g; ++c)
       MPI_Irecv(out->data() + c * chunk, static_cast<int>(chunk), MPI_BYTE,
@@ -339,6 +339,20 @@ void xor_rebuild(MPI_Comm group, int k, std::size_t chunk, const std::function<v
     for (std::size_t i = 0; i < chunk; ++i) q[i] ^= parity[i];
     MPI_Send(q.data(), static_cast<int>(chunk), MPI_BYTE, k, 22, group);
   }
+}
+
+// ---- PfsFlusher ----
+
+std::vector<std::uint64_t> flushed_everywhere(const std::vector<std::uint64_t>& two_per_rank) {
+  std::vector<std::uint64_t> out;
+  for (const std::uint64_t candidate : two_per_rank) {
+    bool everywhere = candidate > 0 && std::find(out.begin(), out.end(), candidate) == out.end();
+    for (std::size_t r = 0; everywhere && r + 1 < two_per_rank.size(); r += 2)
+      everywhere = two_per_rank[r] == candidate || two_per_rank[r + 1] == candidate;
+    if (everywhere) out.push_back(candidate);
+  }
+  std::sort(out.rbegin(), out.rend());
+  return out;
 }
 
 PfsFlusher::PfsFlusher(std::string dir, std::string name, int rank, int nranks)

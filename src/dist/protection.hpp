@@ -126,6 +126,10 @@ void xor_rebuild(MPI_Comm group, int k, std::size_t chunk, const std::function<v
 std::uint64_t payload_checksum(const std::vector<std::uint64_t>& block_hashes);
 std::vector<std::uint64_t> block_hashes(const std::byte* payload, std::size_t bytes);
 
+// The versions every rank flushed, newest first, from each rank's two newest
+// (0: none) side by side, as an all-gather of PfsFlusher::versions() gives them.
+std::vector<std::uint64_t> flushed_everywhere(const std::vector<std::uint64_t>& two_per_rank);
+
 // The asynchronous flush of one rank's versions to the shared directory:
 // <pfs>/<name>.n<N>.r<rank>.v<V>.ckpt (header, payload), written to a
 // temporary name, fsynced and renamed; the two newest are kept.
