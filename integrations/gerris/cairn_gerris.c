@@ -17,8 +17,8 @@
  *   from the same stream: no file is opened.
  * mode = octree: the cells live in a cairn PM-octree (DIR/NAME.octree): each
  *   persist refines and coarsens the PM-octree to match Gerris's tree, stores
- *   every leaf's whole state (all variables, the face temporaries, the solid
- *   fractions) as its payload, but only where it changed (the update callback
+ *   every leaf's whole state (all variables, the face temporaries, and the
+ *   solid fractions in a case with a solid) as its payload, but only where it changed (the update callback
  *   returns 0 otherwise: seed 000's delta persistence), then persists it. The
  *   header, the cells that have children and the boundaries' ghost cells go
  *   into pmem:DIR/NAME.pool#hdr0 or #hdr1 (version parity, below).
@@ -80,7 +80,7 @@
 #include "cairn/cairn.h"
 
 #define CP_MAGIC "CAIRNGFS"
-#define CP_FORMAT 1u
+#define CP_FORMAT 2u
 #define CP_MODE_STREAM 0u
 #define CP_MODE_OCTREE 1u
 /* Doubles of a GfsSolidVector without its `merged` pointer: s[], a, fv, cm, ca, v. */
@@ -95,8 +95,10 @@
 typedef struct {
   cairn_octree* tree;
   gchar* uri;   /* the header slot, pmem:DIR/NAME.pool#hdr<next % 2> */
-  char* header; /* write_header + the extra cells, in DRAM */
+  char* header; /* write_header and the count of extra cells, in DRAM */
   size_t header_bytes;
+  const char* cells; /* the extra cells' payloads: CairnPersist's buffer, kept between persists */
+  size_t cells_bytes;
   guint64 next; /* the PM-octree version being made */
   gchar* error; /* set by persist_write on failure */
 } Staged;
@@ -113,11 +115,14 @@ typedef struct {
   guint64 signature;   /* hash of the case at step 0 */
   cairn_octree* tree;  /* octree mode */
   guint state_doubles; /* doubles of a cell's state vector (faces + variables) */
-  guint payload_size;  /* octree payload bytes */
+  guint solid_doubles; /* CP_SOLID_DOUBLES, or 0 in a case without a solid (no cell can be cut) */
+  guint payload_size;  /* bytes of a cell's payload */
 
   gint async;      /* octree mode, 1 (default): the durable part of a persist runs beside the next step */
   GThread* writer; /* that part, running */
   Staged staged;
+  char* cells;           /* the staged extra cells (octree mode) */
+  size_t cells_capacity; /* bytes allocated at `cells` */
 
   guint64 persists, bytes, cells_written;
   double seconds;                    /* Gerris's time in the persists */
@@ -183,7 +188,7 @@ typedef struct {
 
 typedef struct {
   char magic[8];
-  guint32 format, dims, mode, state_doubles;
+  guint32 format, dims, mode, state_doubles, solid_doubles, reserved;
   guint64 signature, octree_version;
   GfsTime time;
   gdouble dt, tnext;
@@ -238,6 +243,7 @@ static void write_header(CairnPersist* p, GfsSimulation* sim, FILE* f, guint64 o
   h.dims = FTT_DIMENSION;
   h.mode = p->mode;
   h.state_doubles = p->state_doubles;
+  h.solid_doubles = p->solid_doubles;
   h.signature = p->signature;
   h.octree_version = octree_version;
   h.time = sim->time;
@@ -279,9 +285,11 @@ static EventState* read_header(CairnPersist* p, GfsSimulation* sim, FILE* f, Hea
   gchar* names = g_malloc0(len + 1);
   if (fread(names, 1, len, f) != len) cp_fail(p, "truncated header");
   gchar* ours = variable_names(GFS_DOMAIN(sim));
-  if (strcmp(names, ours) != 0 || h->state_doubles != p->state_doubles)
-    cp_fail(p, "the variable list changed: the pool has %s (%u doubles per cell), this simulation %s (%u)", names,
-            h->state_doubles, ours, p->state_doubles);
+  if (strcmp(names, ours) != 0 || h->state_doubles != p->state_doubles || h->solid_doubles != p->solid_doubles)
+    cp_fail(p,
+            "the variable list changed: the pool has %s (%u doubles per cell, %u of a solid), this simulation %s "
+            "(%u, %u)",
+            names, h->state_doubles, h->solid_doubles, ours, p->state_doubles, p->solid_doubles);
   g_free(names);
   g_free(ours);
   if (h->signature != p->signature)
@@ -402,7 +410,8 @@ static void solid_set(GfsSolidVector* v, const gdouble* in) {
   memcpy(&v->v, in + FTT_NEIGHBORS + 8, 3 * sizeof(gdouble));
 }
 
-/* Octree payload: {kind, cell flags above FTT's own, solid doubles, state doubles}. */
+/* A cell's payload: {kind, cell flags above FTT's own, solid doubles (none
+ * in a case without a solid), state doubles}. */
 typedef struct {
   guint32 kind;
   guint32 flags;
@@ -418,10 +427,11 @@ static void payload_from_cell(const CairnPersist* p, const FttCell* cell, void* 
   }
   h->flags = cell->flags & ~((1u << FTT_FLAG_USER) - 1);
   if (GFS_IS_MIXED(cell)) {
+    if (p->solid_doubles == 0) cp_fail(p, "a cell is cut by a solid although the case had none at step 0");
     h->kind = CP_LEAF_MIXED;
     solid_get(GFS_STATE(cell)->solid, solid);
   }
-  state_get(cell, solid + CP_SOLID_DOUBLES, p->state_doubles);
+  state_get(cell, solid + p->solid_doubles, p->state_doubles);
 }
 
 static void payload_to_cell(const CairnPersist* p, const void* in, FttCell* cell) {
@@ -429,14 +439,14 @@ static void payload_to_cell(const CairnPersist* p, const void* in, FttCell* cell
   const gdouble* solid = (const gdouble*)(h + 1);
   cell->flags = (cell->flags & ((1u << FTT_FLAG_USER) - 1)) | h->flags;
   GfsStateVector* s = GFS_STATE(cell);
-  if (h->kind & CP_LEAF_MIXED) {
+  if ((h->kind & CP_LEAF_MIXED) && p->solid_doubles) {
     if (s->solid == NULL) s->solid = g_malloc0(sizeof(GfsSolidVector));
     solid_set(s->solid, solid);
   } else if (s->solid) {
     g_free(s->solid);
     s->solid = NULL;
   }
-  state_set(cell, solid + CP_SOLID_DOUBLES, p->state_doubles);
+  state_set(cell, solid + p->solid_doubles, p->state_doubles);
 }
 
 /* ---- a tree independent of Gerris and cairn: what restore rebuilds from ---- */
@@ -542,6 +552,7 @@ static void preorder(FttCell* cell, void (*fn)(FttCell*, gpointer), gpointer dat
 static void count_cell(FttCell* cell, gpointer data);
 static void write_cell(FttCell* cell, gpointer data);
 static void read_cell(FttCell* cell, gpointer data);
+static void stage_cell(FttCell* cell, gpointer data);
 typedef struct {
   CairnPersist* p;
   FILE* f;
@@ -618,11 +629,18 @@ static void persist_stage(CairnPersist* p, GfsSimulation* sim, Staged* st) {
   guint64 ghosts = 0;
   extra_cells(p, sim, count_cell, &ghosts);
   fwrite(&ghosts, sizeof ghosts, 1, f);
-  CellIO cio = {p, f, g_malloc(p->payload_size)};
-  extra_cells(p, sim, write_cell, &cio);
-  g_free(cio.buf);
   if (fclose(f) != 0) cp_fail(p, "out of memory for the header");
-  p->bytes += st->header_bytes + m.written * p->payload_size;
+  /* the payloads straight into a buffer that stays mapped between persists */
+  st->cells_bytes = ghosts * p->payload_size;
+  if (st->cells_bytes > p->cells_capacity) {
+    g_free(p->cells);
+    p->cells_capacity = st->cells_bytes + st->cells_bytes / 4;
+    p->cells = g_malloc(p->cells_capacity);
+  }
+  CellIO cio = {p, NULL, p->cells};
+  extra_cells(p, sim, stage_cell, &cio);
+  st->cells = p->cells;
+  p->bytes += st->header_bytes + st->cells_bytes + m.written * p->payload_size;
   p->header_s += now_seconds() - t1;
 }
 
@@ -636,6 +654,7 @@ static gpointer persist_write(gpointer data) {
     st->error = g_strdup_printf("cannot open %s: %s", st->uri, cairn_errormsg());
   } else {
     fwrite(st->header, 1, st->header_bytes, f);
+    fwrite(st->cells, 1, st->cells_bytes, f);
     if (fclose(f) != 0) st->error = g_strdup_printf("cannot commit %s: %s", st->uri, cairn_stream_errormsg());
   }
   const char* kill_in = getenv("CAIRN_GERRIS_KILL_IN_PERSIST");
@@ -847,6 +866,12 @@ static void read_cell(FttCell* cell, gpointer data) {
   io->buf += io->p->payload_size;
 }
 
+static void stage_cell(FttCell* cell, gpointer data) {
+  CellIO* io = data;
+  payload_from_cell(io->p, cell, io->buf);
+  io->buf += io->p->payload_size;
+}
+
 static guint64 persist_stream(CairnPersist* p, GfsSimulation* sim) {
   GfsDomain* domain = GFS_DOMAIN(sim);
   gchar* uri = stream_uri(p, "sim");
@@ -969,7 +994,11 @@ static void start(CairnPersist* p, GfsSimulation* sim) {
   p->state_doubles =
       2 * FTT_NEIGHBORS +
       (gfs_domain_variables_size(domain) - G_STRUCT_OFFSET(GfsStateVector, place_holder)) / sizeof(gdouble);
-  p->payload_size = sizeof(PayloadHead) + (CP_SOLID_DOUBLES + p->state_doubles) * sizeof(gdouble);
+  /* Solids are events of the .gfs: a case without one at step 0 never has
+   * a cut cell, and its payload leaves the solid's 15 doubles out (shear2D:
+   * 216 bytes a cell instead of 336). */
+  p->solid_doubles = sim->solids->items ? CP_SOLID_DOUBLES : 0;
+  p->payload_size = sizeof(PayloadHead) + (p->solid_doubles + p->state_doubles) * sizeof(gdouble);
   if (g_mkdir_with_parents(p->dir, 0755) != 0) cp_fail(p, "cannot create the directory %s", p->dir);
 
   if (resume_requested(p)) {
@@ -1080,6 +1109,7 @@ static void cairn_persist_destroy(GtsObject* o) {
             1e3 * (p->async ? p->wait_s : p->seconds - p->follow_s - p->header_s) / p->persists);
   if (p->tree) cairn_octree_close(&p->tree);
   if (p->events) g_ptr_array_free(p->events, TRUE);
+  g_free(p->cells);
   g_free(p->dir);
   g_free(p->name);
   (*GTS_OBJECT_CLASS(cairn_persist_class())->parent_class->destroy)(o);

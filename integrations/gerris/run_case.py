@@ -177,7 +177,7 @@ def check_bad_input(args):
     # a PM-octree pool too small for the mesh: stopped with a message naming the variable to raise
     expect_refusal(args.gerris, os.path.join(root, "octree", "small"),
                    prepare(text, args.module, os.path.join(root, "pools-small"), "octree", "x"),
-                   "CAIRN_GERRIS_POOL_SIZE", {"CAIRN_GERRIS_POOL_SIZE": str(2 << 20)})
+                   "CAIRN_GERRIS_POOL_SIZE", {"CAIRN_GERRIS_POOL_SIZE": str(1 << 20)})
     shutil.rmtree(root, ignore_errors=True)
     print("PASS")
 
