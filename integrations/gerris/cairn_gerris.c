@@ -90,18 +90,39 @@
 
 /* ---- the event object ---- */
 
+/* One cell of the snapshot of Gerris's tree that a persist hands to the
+ * writing: its children are FTT_CELLS consecutive nodes in Gerris's order. */
+typedef struct {
+  gint32 first; /* index of the first child; -1: a leaf or a destroyed cell */
+  guint32 leaf; /* a leaf's payload: the index in Staged.leaves */
+} SnapNode;
+
 /* What a persist hands from Gerris's thread to the writing (octree mode):
- * the header stream's bytes and the PM-octree version they belong to. */
+ * a snapshot of the tree with every leaf's payload, the header stream's
+ * bytes and the PM-octree version they belong to. The arrays are
+ * CairnPersist's, kept between persists. */
 typedef struct {
   cairn_octree* tree;
+  guint payload_size;
+  const SnapNode* nodes;
+  const char* leaves;
   gchar* uri;   /* the header slot, pmem:DIR/NAME.pool#hdr<next % 2> */
   char* header; /* write_header and the count of extra cells, in DRAM */
   size_t header_bytes;
   const char* cells; /* the extra cells' payloads: CairnPersist's buffer, kept between persists */
   size_t cells_bytes;
-  guint64 next; /* the PM-octree version being made */
-  gchar* error; /* set by persist_write on failure */
+  guint64 next;             /* the PM-octree version being made */
+  gchar* error;             /* set by persist_write on failure */
+  guint64 written;          /* set by persist_write: the leaves that changed */
+  double follow_s, write_s; /* and its two parts' seconds */
 } Staged;
+
+/* A growable array kept between persists (it stays mapped: no page faults
+ * after the first persists). */
+typedef struct {
+  char* data;
+  size_t capacity;
+} Buffer;
 
 typedef struct {
   GfsEvent parent;
@@ -121,12 +142,12 @@ typedef struct {
   gint async;      /* octree mode, 1 (default): the durable part of a persist runs beside the next step */
   GThread* writer; /* that part, running */
   Staged staged;
-  char* cells;           /* the staged extra cells (octree mode) */
-  size_t cells_capacity; /* bytes allocated at `cells` */
+  Buffer nodes, leaves, cells; /* the staged snapshot, leaf payloads and extra cells (octree mode) */
 
   guint64 persists, bytes, cells_written;
   double seconds;                    /* Gerris's time in the persists */
-  double follow_s, header_s, wait_s; /* octree mode: its parts (the rest: the writing when synchronous) */
+  double gather_s, header_s, wait_s; /* octree mode: Gerris's parts (and the writing when synchronous) */
+  double follow_s, write_s;          /* octree mode: the writing's parts */
 } CairnPersist;
 
 static GfsEventClass* cairn_persist_class(void);
@@ -552,7 +573,7 @@ static void preorder(FttCell* cell, void (*fn)(FttCell*, gpointer), gpointer dat
 static void count_cell(FttCell* cell, gpointer data);
 static void write_cell(FttCell* cell, gpointer data);
 static void read_cell(FttCell* cell, gpointer data);
-static void stage_cell(FttCell* cell, gpointer data);
+static void ghost_cells(CairnPersist* p, GfsSimulation* sim, void (*fn)(FttCell*, gpointer), gpointer data);
 typedef struct {
   CairnPersist* p;
   FILE* f;
@@ -560,25 +581,23 @@ typedef struct {
 } CellIO;
 
 typedef struct {
-  CairnPersist* p;
-  FttCell* root;
-  void* scratch;
+  const Staged* st;
   guint64 written;
 } Mirror;
 
-/* The PM-octree follows Gerris's tree in one traversal (cairn_octree_follow):
- * the handles are Gerris's cells. A destroyed cell (outside a solid) has no
+/* The PM-octree follows the snapshot in one traversal (cairn_octree_follow):
+ * the handles are its nodes. A destroyed cell (outside a solid) has no
  * children here and is stored as a leaf of kind CP_LEAF_DESTROYED. */
 static int mirror_children(const cairn_octant* o, const void* handle, const void** out, void* user) {
-  (void)user;
-  const FttCell* cell = handle;
-  if (FTT_CELL_IS_DESTROYED(cell) || FTT_CELL_IS_LEAF(cell)) return 0;
+  const Mirror* m = user;
+  const SnapNode* n = handle;
+  if (n->first < 0) return 0;
   /* cairn's child k has bit 0 = x, bit 1 = y, bit 2 = z (upper halves);
    * child_index_at gives Gerris's index of the child holding a point. */
   const guint32 half = 1u << (CAIRN_OCTREE_MAX_LEVEL - o->level - 1);
   for (int k = 0; k < (1 << FTT_DIMENSION); k++) {
     guint32 x = o->x + ((k & 1) ? half : 0u), y = o->y + ((k & 2) ? half : 0u), z = o->z + ((k & 4) ? half : 0u);
-    out[k] = &cell->children->cell[child_index_at(x, y, z, o->level + 1)];
+    out[k] = &m->st->nodes[n->first + child_index_at(x, y, z, o->level + 1)];
   }
   return 1;
 }
@@ -586,17 +605,18 @@ static int mirror_children(const cairn_octant* o, const void* handle, const void
 static void mirror_init(const cairn_octant* o, void* data, const void* parent, void* user) {
   (void)o;
   (void)parent;
-  Mirror* m = user;
-  memset(data, 0, m->p->payload_size); /* kind 0 and zeros never equal a real cell: update writes it */
+  const Mirror* m = user;
+  memset(data, 0, m->st->payload_size); /* kind 0 and zeros never equal a real cell: update writes it */
   ((PayloadHead*)data)->kind = 0xffffffffu;
 }
 
 static int mirror_update(const cairn_octant* o, const void* handle, void* data, void* user) {
   (void)o;
   Mirror* m = user;
-  payload_from_cell(m->p, handle, m->scratch);
-  if (memcmp(m->scratch, data, m->p->payload_size) == 0) return 0;
-  memcpy(data, m->scratch, m->p->payload_size);
+  const size_t size = m->st->payload_size;
+  const char* payload = m->st->leaves + (size_t)((const SnapNode*)handle)->leaf * size;
+  if (memcmp(payload, data, size) == 0) return 0;
+  memcpy(data, payload, size);
   m->written++;
   return 1;
 }
@@ -607,50 +627,92 @@ static void octree_check(CairnPersist* p, int rc, const char* what) {
   if (rc != 0) cp_fail(p, "%s failed: %s", what, cairn_errormsg());
 }
 
-/* Gerris's part of a persist: the PM-octree's working version follows the
- * tree (only changed leaves are written), and the header and the cells that
- * are not leaves are serialized into memory. */
+static void* buffer_at(Buffer* b, size_t used, size_t more) {
+  if (used + more > b->capacity) {
+    b->capacity = MAX(2 * b->capacity, used + more);
+    b->data = g_realloc(b->data, b->capacity);
+  }
+  return b->data + used;
+}
+
+typedef struct {
+  CairnPersist* p;
+  guint32 nodes, leaves, cells;
+} Snap;
+
+/* Node `at` of the snapshot from `cell`, pre-order: a leaf's payload into
+ * the leaves, an interior cell's into the extra cells (interior_preorder's
+ * order, which restore reads back). */
+static void snap_cell(Snap* s, const FttCell* cell, guint32 at) {
+  CairnPersist* p = s->p;
+  SnapNode* n = (SnapNode*)p->nodes.data + at;
+  if (FTT_CELL_IS_DESTROYED(cell) || FTT_CELL_IS_LEAF(cell)) {
+    n->first = -1;
+    n->leaf = s->leaves;
+    payload_from_cell(p, cell, buffer_at(&p->leaves, (size_t)s->leaves++ * p->payload_size, p->payload_size));
+    return;
+  }
+  payload_from_cell(p, cell, buffer_at(&p->cells, (size_t)s->cells++ * p->payload_size, p->payload_size));
+  const guint32 first = s->nodes;
+  s->nodes += FTT_CELLS;
+  buffer_at(&p->nodes, (size_t)first * sizeof(SnapNode), FTT_CELLS * sizeof(SnapNode));
+  ((SnapNode*)p->nodes.data + at)->first = (gint32)first; /* the array may have moved */
+  for (int c = 0; c < FTT_CELLS; c++) snap_cell(s, &cell->children->cell[c], first + c);
+}
+
+static void snap_ghost(FttCell* cell, gpointer data) {
+  Snap* s = data;
+  payload_from_cell(s->p, cell, buffer_at(&s->p->cells, (size_t)s->cells++ * s->p->payload_size, s->p->payload_size));
+}
+
+/* Gerris's part of a persist: a snapshot of the tree (every leaf's payload,
+ * the cells that have children, the ghost cells) and the header, in memory.
+ * The PM-octree follows the snapshot in the writing. */
 static void persist_stage(CairnPersist* p, GfsSimulation* sim, Staged* st) {
   const double t0 = now_seconds();
-  Mirror m = {p, single_root(p, sim), g_malloc(p->payload_size), 0};
-  octree_check(p, cairn_octree_follow(p->tree, m.root, mirror_children, mirror_init, mirror_update, &m),
-               "cairn_octree_follow");
-  g_free(m.scratch);
+  Snap snap = {p, 1, 0, 0};
+  buffer_at(&p->nodes, 0, sizeof(SnapNode));
+  snap_cell(&snap, single_root(p, sim), 0);
+  ghost_cells(p, sim, snap_ghost, &snap);
   const double t1 = now_seconds();
-  p->follow_s += t1 - t0;
-  p->cells_written += m.written;
+  p->gather_s += t1 - t0;
   st->tree = p->tree;
+  st->payload_size = p->payload_size;
+  st->nodes = (const SnapNode*)p->nodes.data;
+  st->leaves = p->leaves.data;
+  st->cells = p->cells.data;
+  st->cells_bytes = (size_t)snap.cells * p->payload_size;
   st->next = cairn_octree_version(p->tree) + 1;
   st->uri = stream_uri(p, st->next % 2 ? "hdr1" : "hdr0");
   st->error = NULL;
   FILE* f = open_memstream(&st->header, &st->header_bytes);
   if (f == NULL) cp_fail(p, "out of memory for the header");
   write_header(p, sim, f, st->next);
-  guint64 ghosts = 0;
-  extra_cells(p, sim, count_cell, &ghosts);
-  fwrite(&ghosts, sizeof ghosts, 1, f);
+  const guint64 extra = snap.cells;
+  fwrite(&extra, sizeof extra, 1, f);
   if (fclose(f) != 0) cp_fail(p, "out of memory for the header");
-  /* the payloads straight into a buffer that stays mapped between persists */
-  st->cells_bytes = ghosts * p->payload_size;
-  if (st->cells_bytes > p->cells_capacity) {
-    g_free(p->cells);
-    p->cells_capacity = st->cells_bytes + st->cells_bytes / 4;
-    p->cells = g_malloc(p->cells_capacity);
-  }
-  CellIO cio = {p, NULL, p->cells};
-  extra_cells(p, sim, stage_cell, &cio);
-  st->cells = p->cells;
-  p->bytes += st->header_bytes + st->cells_bytes + m.written * p->payload_size;
   p->header_s += now_seconds() - t1;
 }
 
-/* The durable part: the header committed to slot next % 2, then the
- * PM-octree persisted as `next` (see "Order of durability"). Touches no
- * Gerris data, so it may run beside the next time step (async = 1). */
+/* The durable part: the PM-octree's working version follows the snapshot
+ * (only changed leaves are written), the header is committed to slot
+ * next % 2, then the PM-octree is persisted as `next` (see "Order of
+ * durability"). Touches no Gerris data, so it may run beside the next time
+ * step (async = 1). */
 static gpointer persist_write(gpointer data) {
   Staged* st = data;
-  FILE* f = cairn_stream_open(st->uri, "w", 0);
-  if (f == NULL) {
+  const double t0 = now_seconds();
+  Mirror m = {st, 0};
+  const int rc = cairn_octree_follow(st->tree, &st->nodes[0], mirror_children, mirror_init, mirror_update, &m);
+  const double t1 = now_seconds();
+  st->follow_s = t1 - t0;
+  st->written = m.written;
+  FILE* f = NULL;
+  if (rc != 0)
+    st->error = g_strdup_printf(
+        "cairn_octree_follow failed: %s%s", cairn_errormsg(),
+        rc == CAIRN_E_OUT_OF_SPACE ? " (run afresh with a larger CAIRN_GERRIS_POOL_SIZE, in bytes)" : "");
+  else if ((f = cairn_stream_open(st->uri, "w", 0)) == NULL) {
     st->error = g_strdup_printf("cannot open %s: %s", st->uri, cairn_errormsg());
   } else {
     fwrite(st->header, 1, st->header_bytes, f);
@@ -665,6 +727,7 @@ static gpointer persist_write(gpointer data) {
   else if (st->error == NULL && version != st->next)
     st->error = g_strdup_printf("PM-octree persisted as version %llu, expected %llu", (unsigned long long)version,
                                 (unsigned long long)st->next);
+  st->write_s = now_seconds() - t1;
   free(st->header);
   st->header = NULL;
   g_free(st->uri);
@@ -672,14 +735,24 @@ static gpointer persist_write(gpointer data) {
   return NULL;
 }
 
-/* Waits for the persist still being written (async = 1); exits with its error. */
+/* A written persist's figures; exits with its error. */
+static void persist_written(CairnPersist* p) {
+  const Staged* st = &p->staged;
+  if (st->error) cp_fail(p, "%s", st->error);
+  p->follow_s += st->follow_s;
+  p->write_s += st->write_s;
+  p->cells_written += st->written;
+  p->bytes += st->header_bytes + st->cells_bytes + st->written * st->payload_size;
+}
+
+/* Waits for the persist still being written (async = 1). */
 static void persist_wait(CairnPersist* p) {
   if (p->writer == NULL) return;
   const double t0 = now_seconds();
   g_thread_join(p->writer);
   p->wait_s += now_seconds() - t0;
   p->writer = NULL;
-  if (p->staged.error) cp_fail(p, "%s", p->staged.error);
+  persist_written(p);
 }
 
 static void persist_octree(CairnPersist* p, GfsSimulation* sim) {
@@ -689,7 +762,7 @@ static void persist_octree(CairnPersist* p, GfsSimulation* sim) {
     p->writer = g_thread_new("cairn-persist", persist_write, &p->staged);
   else {
     persist_write(&p->staged);
-    if (p->staged.error) cp_fail(p, "%s", p->staged.error);
+    persist_written(p);
   }
 }
 
@@ -863,12 +936,6 @@ static void write_cell(FttCell* cell, gpointer data) {
 static void read_cell(FttCell* cell, gpointer data) {
   CellIO* io = data;
   payload_to_cell(io->p, io->buf, cell);
-  io->buf += io->p->payload_size;
-}
-
-static void stage_cell(FttCell* cell, gpointer data) {
-  CellIO* io = data;
-  payload_from_cell(io->p, cell, io->buf);
   io->buf += io->p->payload_size;
 }
 
@@ -1103,13 +1170,17 @@ static void cairn_persist_destroy(GtsObject* o) {
             p->mode == CP_MODE_OCTREE ? "octree" : "stream", (unsigned long long)p->persists,
             (double)p->bytes / p->persists, (double)p->cells_written / p->persists, 1e3 * p->seconds / p->persists);
   if (p->persists && p->mode == CP_MODE_OCTREE && getenv("CAIRN_GERRIS_STATS"))
-    fprintf(stderr, "CairnPersist: per persist: follow %.3f ms, header %.3f ms, %s %.3f ms\n",
-            1e3 * p->follow_s / p->persists, 1e3 * p->header_s / p->persists,
-            p->async ? "waiting for the one before" : "writing",
-            1e3 * (p->async ? p->wait_s : p->seconds - p->follow_s - p->header_s) / p->persists);
+    fprintf(stderr,
+            "CairnPersist: per persist: snapshot of the tree %.3f ms, header %.3f ms, waiting for the one before "
+            "%.3f ms; the writing (%s): following the snapshot %.3f ms, persisting %.3f ms\n",
+            1e3 * p->gather_s / p->persists, 1e3 * p->header_s / p->persists, 1e3 * p->wait_s / p->persists,
+            p->async ? "beside the next step" : "in Gerris's thread", 1e3 * p->follow_s / p->persists,
+            1e3 * p->write_s / p->persists);
   if (p->tree) cairn_octree_close(&p->tree);
   if (p->events) g_ptr_array_free(p->events, TRUE);
-  g_free(p->cells);
+  g_free(p->nodes.data);
+  g_free(p->leaves.data);
+  g_free(p->cells.data);
   g_free(p->dir);
   g_free(p->name);
   (*GTS_OBJECT_CLASS(cairn_persist_class())->parent_class->destroy)(o);
