@@ -16,12 +16,13 @@
  *   it with one 8-byte word. Restart reads it back with gfs_simulation_read
  *   from the same stream: no file is opened.
  * mode = octree: the cells live in a cairn PM-octree (DIR/NAME.octree): each
- *   persist refines and coarsens the PM-octree to match Gerris's tree, stores
- *   every leaf's whole state (all variables, the face temporaries, and the
- *   solid fractions in a case with a solid) as its payload, but only where it changed (the update callback
- *   returns 0 otherwise: seed 000's delta persistence), then persists it. The
- *   header, the cells that have children and the boundaries' ghost cells go
- *   into pmem:DIR/NAME.pool#hdr0 or #hdr1 (version parity, below).
+ *   persist takes a snapshot of Gerris's tree, refines and coarsens the
+ *   PM-octree to match it, stores every leaf's whole state (all variables,
+ *   the face temporaries, and the solid fractions in a case with a solid) as
+ *   its payload, but only where it changed (the update callback returns 0
+ *   otherwise: seed 000's delta persistence), then persists it. The header,
+ *   the cells that have children and the boundaries' ghost cells go into
+ *   pmem:DIR/NAME.pool#hdr0 or #hdr1 (version parity, below).
  *
  * Restart: the same .gfs run with CAIRN_GERRIS_RESUME=1 in the environment
  * (or `resume = 1` in the event's options). Gerris builds the simulation from
@@ -48,10 +49,12 @@
  * v % 2 (the header records the version it belongs to and restore checks it).
  *
  * Asynchronous persists (octree mode, `async = 1`, the default): Gerris's
- * thread makes the PM-octree's working version follow the tree and copies
- * the header into memory; a thread of the module then commits the header
- * and persists the PM-octree while Gerris computes the next step, and the
- * next persist first waits for it (so does the end of the run). A step's
+ * thread only copies the tree (its shape, every leaf's payload, the interior
+ * and ghost cells) and the header into memory kept between persists; a
+ * thread of the module then makes the PM-octree's working version follow
+ * that snapshot, commits the header and persists the PM-octree while Gerris
+ * computes the next step, and the next persist first waits for it (so does
+ * the end of the run). A step's
  * persist is therefore durable during the next step: a crash before that
  * resumes one step earlier, never from a mix (the order above holds in the
  * writing thread). `async = 0` makes every persist durable before Gerris
