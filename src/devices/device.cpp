@@ -22,23 +22,69 @@ Result<FlushMode> parse_flush_mode(const std::string& text) {
                     "unknown flush mode '" + text + "': use auto, cpu (cache-line flush + fence) or msync");
 }
 
+namespace {
+
+// The counter slot of each live thread: claimed at its first device call,
+// given back when it exits (the next owner continues from the values it
+// left; release and acquire order the two).
+std::atomic<std::uint64_t> g_slots_taken{0};
+static_assert(Counters::kSlots <= 64);
+
+struct ThreadSlot {
+  unsigned index = Counters::kSlots;  // the shared slot until one is claimed
+  ThreadSlot() {
+    std::uint64_t taken = g_slots_taken.load(std::memory_order_relaxed);
+    for (;;) {
+      const std::uint64_t free = ~taken & ((std::uint64_t{1} << Counters::kSlots) - 1);
+      if (free == 0) return;
+      const unsigned k = static_cast<unsigned>(__builtin_ctzll(free));
+      if (g_slots_taken.compare_exchange_weak(taken, taken | (std::uint64_t{1} << k), std::memory_order_acquire,
+                                              std::memory_order_relaxed)) {
+        index = k;
+        return;
+      }
+    }
+  }
+  ~ThreadSlot() {
+    if (index < Counters::kSlots) g_slots_taken.fetch_and(~(std::uint64_t{1} << index), std::memory_order_release);
+  }
+};
+
+unsigned this_thread_slot() {
+  thread_local ThreadSlot slot;
+  return slot.index;
+}
+
+}  // namespace
+
+void Counters::add(Field f, std::uint64_t v) noexcept {
+  const unsigned k = this_thread_slot();
+  std::atomic<std::uint64_t>& c = slots_[k].v[f];
+  if (k < kSlots)
+    c.store(c.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);  // no lock: this thread's slot
+  else
+    c.fetch_add(v, std::memory_order_relaxed);
+}
+
 Stats Counters::snapshot() const {
+  std::uint64_t sum[kFields] = {};
+  for (const Slot& s : slots_)
+    for (unsigned f = 0; f < kFields; ++f) sum[f] += s.v[f].load(std::memory_order_relaxed);
   Stats s;
-  auto ld = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  s.flush_calls = ld(flush_calls);
-  s.lines_flushed = ld(lines_flushed);
+  s.flush_calls = sum[flush_calls];
+  s.lines_flushed = sum[lines_flushed];
   s.bytes_flushed = s.lines_flushed * 64;
-  s.nt_bytes = ld(nt_bytes);
-  s.copied_bytes = ld(copied_bytes);
-  s.drains = ld(drains);
-  s.msyncs = ld(msyncs);
-  s.injected_delay_ns = ld(injected_delay_ns);
+  s.nt_bytes = sum[nt_bytes];
+  s.copied_bytes = sum[copied_bytes];
+  s.drains = sum[drains];
+  s.msyncs = sum[msyncs];
+  s.injected_delay_ns = sum[injected_delay_ns];
   return s;
 }
 
 void Counters::reset() {
-  for (auto* a : {&flush_calls, &lines_flushed, &nt_bytes, &copied_bytes, &drains, &msyncs, &injected_delay_ns})
-    a->store(0, std::memory_order_relaxed);
+  for (Slot& s : slots_)
+    for (auto& a : s.v) a.store(0, std::memory_order_relaxed);
 }
 
 Result<std::unique_ptr<Device>> make_device(const std::string& spec_in) {

@@ -51,7 +51,7 @@ class FaultDevice final : public Device {
   static FaultDevice& self(void* ctx) { return *static_cast<FaultDevice*>(ctx); }
 
   // A failed call: the error a failed msync leaves, and the call counted.
-  void fail(std::atomic<std::uint64_t>& counter, std::uint64_t amount) {
+  void fail(Counters::Field counter, std::uint64_t amount) {
     record_io_error(EIO);
     counters().add(counter, amount);
   }
