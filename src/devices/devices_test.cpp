@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <latch>
+#include <thread>
 #include <vector>
 
 #include "cairn/extended/device.hpp"
@@ -290,6 +292,35 @@ TEST(FaultDevice, OnceFailsOnlyTheNthCallButTheErrorStays) {
 }
 
 // ---- counters ----
+
+// Counters are kept per thread without locked adds: no count may be lost,
+// whether threads have slots of their own, share the last one (more threads
+// alive than kSlots) or take over the slot of a thread that has exited.
+TEST(Counters, NoAddIsLostAcrossThreadsAndSlotReuse) {
+  Counters c;
+  constexpr unsigned kThreads = Counters::kSlots + 8;
+  constexpr std::uint64_t kAdds = 200000;
+  for (int round = 0; round < 2; ++round) {  // the second round reuses the slots the first gave back
+    std::vector<std::thread> team;
+    std::latch all_alive(kThreads);  // every thread holds its slot before any counts
+    for (unsigned t = 0; t < kThreads; ++t)
+      team.emplace_back([&c, &all_alive, t] {
+        c.add(Counters::flush_calls, 0);
+        all_alive.arrive_and_wait();
+        for (std::uint64_t i = 0; i < kAdds; ++i) {
+          c.add(Counters::copied_bytes, t + 1);
+          c.add(Counters::drains, 1);
+        }
+      });
+    for (auto& t : team) t.join();
+  }
+  const Stats s = c.snapshot();
+  EXPECT_EQ(s.drains, 2 * kThreads * kAdds);
+  EXPECT_EQ(s.copied_bytes, 2 * kAdds * kThreads * (kThreads + 1) / 2);
+  EXPECT_EQ(s.flush_calls, 0u);
+  c.reset();
+  EXPECT_EQ(c.snapshot().drains, 0u);
+}
 
 TEST(EmulatedDevice, CountsLinesNtBytesDrainsAndDelay) {
   TempDir dir;
