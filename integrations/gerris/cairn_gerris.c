@@ -298,7 +298,11 @@ static void write_header(CairnPersist* p, GfsSimulation* sim, FILE* f, guint64 o
 static EventState* read_header(CairnPersist* p, GfsSimulation* sim, FILE* f, Header* h) {
   if (fread(h, sizeof *h, 1, f) != 1 || memcmp(h->magic, CP_MAGIC, 8) != 0)
     cp_fail(p, "the persisted state is not a CairnPersist header (another program's pool?)");
-  if (h->format != CP_FORMAT) cp_fail(p, "persisted with format %u, this module reads %u", h->format, CP_FORMAT);
+  if (h->format != CP_FORMAT)
+    cp_fail(p,
+            "persisted with format %u, this module reads %u: resume with the module that wrote it, or remove "
+            "%s/%s.* to start afresh",
+            h->format, CP_FORMAT, p->dir, p->name);
   if (h->dims != FTT_DIMENSION)
     cp_fail(p, "the pool holds a %uD simulation; this is gerris%dD", h->dims, FTT_DIMENSION);
   if (h->mode != p->mode)
