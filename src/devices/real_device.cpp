@@ -55,9 +55,9 @@ class RealDevice final : public Device {
   static void flush_cpu(void* ctx, const void* addr, std::size_t len) {
     auto& d = self(ctx);
     tsan_reads(addr, len);
+    pmem_flush(addr, len);
     d.counters_.add(d.counters_.flush_calls, 1);
     d.counters_.add(d.counters_.lines_flushed, lines_spanned(addr, len));
-    pmem_flush(addr, len);
   }
   static void drain_cpu(void* ctx) {
     auto& d = self(ctx);
@@ -68,26 +68,26 @@ class RealDevice final : public Device {
     auto& d = self(ctx);
     tsan_reads(src, len);
     tsan_writes(dst, len);
-    d.counters_.add(d.counters_.copied_bytes, len);
     if (len >= kNtThreshold) {
-      d.counters_.add(d.counters_.nt_bytes, len);
       pmem_memcpy(dst, src, len, PMEM_F_MEM_NONTEMPORAL | PMEM_F_MEM_NODRAIN);
+      d.counters_.add(d.counters_.nt_bytes, len);
     } else {
-      d.counters_.add(d.counters_.lines_flushed, lines_spanned(dst, len));
       pmem_memcpy(dst, src, len, PMEM_F_MEM_TEMPORAL | PMEM_F_MEM_NODRAIN);
+      d.counters_.add(d.counters_.lines_flushed, lines_spanned(dst, len));
     }
+    d.counters_.add(d.counters_.copied_bytes, len);
   }
   static void fill_cpu(void* ctx, void* dst, int c, std::size_t len) {
     auto& d = self(ctx);
     tsan_writes(dst, len);
-    d.counters_.add(d.counters_.copied_bytes, len);
     if (len >= kNtThreshold) {
-      d.counters_.add(d.counters_.nt_bytes, len);
       pmem_memset(dst, c, len, PMEM_F_MEM_NONTEMPORAL | PMEM_F_MEM_NODRAIN);
+      d.counters_.add(d.counters_.nt_bytes, len);
     } else {
-      d.counters_.add(d.counters_.lines_flushed, lines_spanned(dst, len));
       pmem_memset(dst, c, len, PMEM_F_MEM_TEMPORAL | PMEM_F_MEM_NODRAIN);
+      d.counters_.add(d.counters_.lines_flushed, lines_spanned(dst, len));
     }
+    d.counters_.add(d.counters_.copied_bytes, len);
   }
 
   // Non-DAX file: msync writes back whole pages and is durable when it
