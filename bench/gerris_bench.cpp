@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// ---- the cases: integrations/gerris/cases/{shear2D,solid2D}.gfs at a chosen level and length, without
+// ---- the cases: integrations/gerris/cases/{shear,solid}{2D,3D}.gfs at a chosen level and length, without
 // their output events (Gerris shortens time steps to land on time-based events; every variant here adds
 // only step-based ones, placed first after Time like the module's README asks for CairnPersist).
 
@@ -41,9 +41,17 @@ std::string case_text(const GerrisCaseSize& c, const std::string& module_line, c
       << "  VariableStreamFunction { istep = 1 } Psi (t < 0.25 ? 1. : -1.)*sin((x + 0.5)*M_PI)*sin((y + "
          "0.5)*M_PI)/M_PI\n"
       << "  AdaptError { istart = 1 istep = 1 } { cmax = 1e-3 maxlevel = " << c.level << " } T\n}\nGfsBox {}\n";
-  } else {  // solid2D
+  } else if (c.name == "shear3D") {
+    s << "1 0 GfsAdvection GfsBox GfsGEdge {} {\n  Time { iend = " << steps << " }\n"
+      << events << "  Refine " << (c.level - 1) << "\n  VariableTracer T\n"
+      << "  Init {} { T = exp(-100.*((x + 0.2)*(x + 0.2) + (y + .236338)*(y + .236338))) }\n"
+      << "  Init { istep = 1 } {\n    U = (t < 0.25 ? 1. : -1.)*sin((x + 0.5)*M_PI)*cos((y + 0.5)*M_PI)\n"
+      << "    V = -(t < 0.25 ? 1. : -1.)*cos((x + 0.5)*M_PI)*sin((y + 0.5)*M_PI)\n  }\n"
+      << "  AdaptError { istart = 1 istep = 1 } { cmax = 1e-3 maxlevel = " << c.level << " } T\n}\nGfsBox {}\n";
+  } else {  // solid2D, solid3D
     s << "1 0 GfsSimulation GfsBox GfsGEdge {} {\n  Time { iend = " << steps << " }\n"
-      << events << "  Refine " << (c.level - 1) << "\n  Solid (ellipse (0, 0, 0.125, 0.125))\n"
+      << events << "  Refine " << (c.level - 1) << "\n  Solid "
+      << (c.name == "solid3D" ? "(x*x + y*y + z*z - 0.25*0.25)" : "(ellipse (0, 0, 0.125, 0.125))") << "\n"
       << "  SourceViscosity 1e-3\n  Init {} { U = 1 }\n"
       << "  AdaptVorticity { istep = 1 } { maxlevel = " << c.level << " cmax = 1e-2 }\n}\n"
       << "GfsBox {\n  left = Boundary { BcDirichlet U 1 BcDirichlet V 0 }\n  right = BoundaryOutflow\n}\n";
@@ -61,6 +69,11 @@ const std::vector<std::string> kRestartVariants = {"startup", "snapshot-text", "
                                                    "cairn-octree"};
 
 bool is_cairn(const std::string& variant) { return variant.rfind("cairn-", 0) == 0; }
+bool is_3d(const GerrisCaseSize& c) { return c.name.size() > 2 && c.name.compare(c.name.size() - 2, 2, "3D") == 0; }
+// The Gerris executable of the case's dimension.
+const std::string& gerris_of(const GerrisBenchOptions& o, const GerrisCaseSize& c) {
+  return is_3d(c) ? o.gerris3d : o.gerris;
+}
 bool is_octree(const std::string& variant) { return variant.rfind("cairn-octree", 0) == 0; }
 
 // The events and GModule line of one variant, writing into `run_dir`.
@@ -208,7 +221,7 @@ Result<void> measure_run(const GerrisBenchOptions& o, const GerrisCaseSize& c, c
   write_file(d / "case.gfs",
              case_text(c, cairn ? module_line : "", variant_events(row.variant, d, o.snapshot_every), c.steps));
   auto child =
-      run_child({o.gerris, "case.gfs"},
+      run_child({gerris_of(o, c), "case.gfs"},
                 gerris_env(cairn ? std::vector<std::string>{"CAIRN_GERRIS_STATS=1"} : std::vector<std::string>{}), d);
   if (!child.ok()) return child.error();
   const Child& x = child.value();
@@ -248,7 +261,7 @@ Result<void> measure_restart(const GerrisBenchOptions& o, const GerrisCaseSize& 
   bool ok = false;
   if (row.variant == "startup") {
     write_file(d / "case.gfs", "1 0 GfsSimulation GfsBox GfsGEdge {} {\n  Time { iend = 0 }\n}\nGfsBox {}\n");
-    auto r = run_child({o.gerris, "case.gfs"}, gerris_env({}), d);
+    auto r = run_child({gerris_of(o, c), "case.gfs"}, gerris_env({}), d);
     if (!r.ok()) return r.error();
     restart = r.value();
     if (!exited_ok(restart))
@@ -259,13 +272,14 @@ Result<void> measure_restart(const GerrisBenchOptions& o, const GerrisCaseSize& 
     // Killed at step K before its persist; the resumed run restores step K - 1, recomputes one step and
     // persists step K as it ends (the .gfs ends at K: the same file both times, as resume requires).
     write_file(d / "case.gfs", case_text(c, module_line, variant_events(row.variant, d, o.snapshot_every), k));
-    auto crash = run_child({o.gerris, "case.gfs"}, gerris_env({"CAIRN_GERRIS_KILL_AT=" + std::to_string(k)}), d);
+    auto crash = run_child({gerris_of(o, c), "case.gfs"}, gerris_env({"CAIRN_GERRIS_KILL_AT=" + std::to_string(k)}), d);
     if (!crash.ok()) return crash.error();
     if (!killed(crash.value())) {
       record_failure(row,
                      "the run to be killed at step " + std::to_string(k) + " ended with " + describe(crash.value()));
     } else {
-      auto r = run_child({o.gerris, "case.gfs"}, gerris_env({"CAIRN_GERRIS_RESUME=1", "CAIRN_GERRIS_STATS=1"}), d);
+      auto r =
+          run_child({gerris_of(o, c), "case.gfs"}, gerris_env({"CAIRN_GERRIS_RESUME=1", "CAIRN_GERRIS_STATS=1"}), d);
       if (!r.ok()) return r.error();
       restart = r.value();
       const Stats s = parse_stats(restart.err);
@@ -280,14 +294,14 @@ Result<void> measure_restart(const GerrisBenchOptions& o, const GerrisCaseSize& 
     // The run reaches step K; its snapshots are those a run killed at K would have left. Gerris then
     // restarts from the last one, re-reads it and recomputes the steps since.
     write_file(d / "case.gfs", case_text(c, "", variant_events(row.variant, d, o.snapshot_every), k));
-    auto crash = run_child({o.gerris, "case.gfs"}, gerris_env({}), d);
+    auto crash = run_child({gerris_of(o, c), "case.gfs"}, gerris_env({}), d);
     if (!crash.ok()) return crash.error();
     const int last = (k - 1) / o.snapshot_every * o.snapshot_every;
     const fs::path snap = d / ("snap-" + std::to_string(last) + ".gfs");
     if (!exited_ok(crash.value()) || !fs::exists(snap)) {
       record_failure(row, "no snapshot " + snap.string() + " (" + describe(crash.value()) + ")");
     } else {
-      auto r = run_child({o.gerris, snap.string()}, gerris_env({}), d);
+      auto r = run_child({gerris_of(o, c), snap.string()}, gerris_env({}), d);
       if (!r.ok()) return r.error();
       restart = r.value();
       if (!exited_ok(restart))
@@ -311,7 +325,7 @@ Result<void> measure_restart(const GerrisBenchOptions& o, const GerrisCaseSize& 
 
 }  // namespace
 
-std::vector<std::string> gerris_case_names() { return {"shear2D", "solid2D"}; }
+std::vector<std::string> gerris_case_names() { return {"shear2D", "solid2D", "shear3D", "solid3D"}; }
 
 Result<std::vector<GerrisCaseSize>> parse_gerris_sizes(const std::string& text) {
   std::vector<GerrisCaseSize> out;
@@ -327,7 +341,9 @@ Result<std::vector<GerrisCaseSize>> parse_gerris_sizes(const std::string& text) 
     c.steps = std::atoi(item.substr(colon + 1).c_str());
     bool known = false;
     for (const auto& n : names) known = known || n == c.name;
-    if (!known) return make_error(Errc::invalid_argument, "--size: unknown case '" + c.name + "' (shear2D, solid2D)");
+    if (!known)
+      return make_error(Errc::invalid_argument,
+                        "--size: unknown case '" + c.name + "' (shear2D, solid2D, shear3D, solid3D)");
     if (c.level < 3 || c.level > 12 || c.steps < 1)
       return make_error(Errc::invalid_argument, "--size: " + item + ": level 3 to 12, at least one step");
     out.push_back(c);
@@ -341,12 +357,15 @@ Result<GerrisReport> run_gerris_bench(const GerrisBenchOptions& o, std::ostream*
     return make_error(Errc::invalid_argument, "--kill-at must be at least 2 and not a multiple of " +
                                                   std::to_string(o.snapshot_every) +
                                                   " (else the snapshot restart recomputes nothing)");
-  if (o.module.empty()) return make_error(Errc::invalid_argument, "no CairnPersist module (--module)");
+  if (o.module.empty() || o.module3d.empty())
+    return make_error(Errc::invalid_argument, "no CairnPersist module (--module, --module3d)");
   if (auto d = create_bench_dir(o.dir); !d.ok()) return d.error();
   GerrisReport rep;
   rep.options = o;
   rep.machine = cpu_model() + ", load " + fmt("%.2f", load_average()) + ", " + utc_now();
-  const std::string module_line = "GModule " + o.module + "\n";
+  const auto module_line = [&o](const GerrisCaseSize& c) {
+    return "GModule " + (is_3d(c) ? o.module3d : o.module) + "\n";
+  };
   for (const auto& c : o.cases) {
     for (const auto* kind : {"run", "restart"})
       for (const auto& v : std::string(kind) == "run" ? kRunVariants : kRestartVariants) {
@@ -361,12 +380,12 @@ Result<GerrisReport> run_gerris_bench(const GerrisBenchOptions& o, std::ostream*
     for (const auto& c : o.cases) {
       for (std::size_t i = 0; i < kRunVariants.size(); ++i) {
         const auto& v = kRunVariants[(i + static_cast<std::size_t>(round)) % kRunVariants.size()];
-        if (auto r = measure_run(o, c, module_line, *find_row(rep.rows, c.name, "run", v), progress, round); !r.ok())
+        if (auto r = measure_run(o, c, module_line(c), *find_row(rep.rows, c.name, "run", v), progress, round); !r.ok())
           return r.error();
       }
       for (std::size_t i = 0; i < kRestartVariants.size(); ++i) {
         const auto& v = kRestartVariants[(i + static_cast<std::size_t>(round)) % kRestartVariants.size()];
-        if (auto r = measure_restart(o, c, module_line, *find_row(rep.rows, c.name, "restart", v), progress, round);
+        if (auto r = measure_restart(o, c, module_line(c), *find_row(rep.rows, c.name, "restart", v), progress, round);
             !r.ok())
           return r.error();
       }
@@ -392,8 +411,11 @@ std::string ratio(double base, double x) { return base > 0 && x > 0 ? fmt("%.1fx
 
 void print_gerris_report(const GerrisReport& rep, std::ostream& out) {
   const auto& o = rep.options;
-  out << "gerris: " << o.gerris << " with " << o.module << "; medians of " << o.repeats << " interleaved runs ("
-      << rep.machine << ")\n";
+  bool any3d = false;
+  for (const auto& c : o.cases) any3d = any3d || is_3d(c);
+  out << "gerris: " << o.gerris << " with " << o.module;
+  if (any3d) out << ", " << o.gerris3d << " with " << o.module3d;
+  out << "; medians of " << o.repeats << " interleaved runs (" << rep.machine << ")\n";
   char line[320];
   for (const auto& c : o.cases) {
     out << "\n" << c.name << ", finest level " << c.level << ", " << c.steps << " steps: run time\n";
@@ -459,7 +481,8 @@ Result<void> write_gerris_json(const GerrisReport& rep, const std::string& path)
   if (!f) return make_error(Errc::io_error, path + ": cannot write the JSON report");
   const auto& o = rep.options;
   f << "{\"machine\": " << json_str(rep.machine) << ", \"gerris\": " << json_str(o.gerris)
-    << ", \"module\": " << json_str(o.module) << ", \"repeats\": " << o.repeats << ", \"kill_at\": " << o.kill_at
+    << ", \"module\": " << json_str(o.module) << ", \"gerris3d\": " << json_str(o.gerris3d)
+    << ", \"module3d\": " << json_str(o.module3d) << ", \"repeats\": " << o.repeats << ", \"kill_at\": " << o.kill_at
     << ", \"snapshot_every\": " << o.snapshot_every << ", \"failed\": " << (rep.failed ? "true" : "false")
     << ", \"rows\": [";
   for (std::size_t i = 0; i < rep.rows.size(); ++i) {

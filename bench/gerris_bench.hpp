@@ -2,8 +2,8 @@
 // Gerris's own OutputSimulation snapshots, issue 15 part 3 (internal).
 //
 // Per case (a .gfs generated from integrations/gerris/cases at a chosen finest level and step count) the
-// bench runs Debian's gerris2D as a child process (posix_spawnp, no shell) in five variants, interleaved
-// over --repeats rounds so that a noisy neighbour slows all of them alike:
+// bench runs Debian's gerris2D (gerris3D for the 3D cases) as a child process (posix_spawnp, no shell) in five
+// variants, interleaved over --repeats rounds so that a noisy neighbour slows all of them alike:
 //   none             no persistence
 //   snapshot-text    OutputSimulation { istep = 10 } to tmpfs, text    (the seed's in-core baseline)
 //   snapshot-binary  OutputSimulation { istep = 10 } to tmpfs, binary = 1
@@ -33,7 +33,7 @@
 namespace cairn::bench {
 
 struct GerrisCaseSize {
-  std::string name;  // shear2D or solid2D
+  std::string name;  // shear2D, solid2D, shear3D or solid3D
   int level = 0;     // finest level
   int steps = 0;     // Time { iend }
 };
@@ -44,7 +44,9 @@ struct GerrisBenchOptions {
   int kill_at = 25;
   int snapshot_every = 10;
   std::string gerris = "gerris2D";                  // found on PATH unless a path
+  std::string gerris3d = "gerris3D";                // the 3D cases'
   std::string module;                               // libcairn2D.so (or "cairn": Gerris's module dir)
+  std::string module3d;                             // libcairn3D.so (or "cairn")
   std::string dir = "/dev/shm/cairn-bench-gerris";  // pools and snapshots, removed after each run
 };
 

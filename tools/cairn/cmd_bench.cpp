@@ -479,12 +479,14 @@ void add_gerris(CLI::App& bench) {
                                    "Gerris with the CairnPersist module (integrations/gerris) against its own "
                                    "OutputSimulation snapshots: run-time overhead, bytes per persist, restart, memory");
   cmd->footer(
-      "Per case (shear2D, solid2D of integrations/gerris/cases at --size): gerris2D without persistence, with\n"
-      "OutputSimulation every 10 steps to --dir (text, binary) and with CairnPersist every step (stream, octree);\n"
-      "wall time, overhead against no persistence, bytes and cells per persist, peak RSS per process. Restart:\n"
+      "Per case (shear2D, solid2D, shear3D, solid3D of integrations/gerris/cases at --size; gerris3D runs the\n"
+      "3D ones): Gerris without persistence, with OutputSimulation every 10 steps to --dir (text, binary) and\n"
+      "with CairnPersist every step (stream, octree); wall time, overhead against no persistence, bytes and\n"
+      "cells per persist, peak RSS per process. Restart:\n"
       "CairnPersist killed at --kill-at and resumed against Gerris restarting from its last snapshot and\n"
-      "recomputing the steps since. Variants interleaved, medians of --repeats. The module: --module, else\n"
-      "integrations/gerris/libcairn2D.so of this build tree, else `cairn` (Gerris's module directory).\n"
+      "recomputing the steps since. Variants interleaved, medians of --repeats. The module: --module\n"
+      "(--module3d), else integrations/gerris/libcairn2D.so (libcairn3D.so) of this build tree, else `cairn`\n"
+      "(Gerris's module directory).\n"
       "Exit status: 0 measured, 1 some run failed, 2 bad option or error.");
   struct Args {
     bench::GerrisBenchOptions o;
@@ -500,6 +502,8 @@ void add_gerris(CLI::App& bench) {
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--gerris", args->o.gerris, "The gerris2D executable (default: gerris2D on PATH)");
   cmd->add_option("--module", args->o.module, "libcairn2D.so (default: this build tree's, else `cairn`)");
+  cmd->add_option("--gerris3d", args->o.gerris3d, "The gerris3D executable (default: gerris3D on PATH)");
+  cmd->add_option("--module3d", args->o.module3d, "libcairn3D.so (default: this build tree's, else `cairn`)");
   cmd->add_option("--dir", args->o.dir, "Directory of pools and snapshots (default /dev/shm/cairn-bench-gerris)");
   cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
@@ -510,12 +514,14 @@ void add_gerris(CLI::App& bench) {
       if (!sizes.ok()) return fail("gerris", sizes.error());
       o.cases = sizes.value();
     }
-    if (o.module.empty()) {
-      // <build>/tools/cairn/cairn -> <build>/integrations/gerris/libcairn2D.so
-      const auto built = apps_dir().parent_path() / "integrations" / "gerris" / "libcairn2D.so";
+    // <build>/tools/cairn/cairn -> <build>/integrations/gerris/libcairn{2D,3D}.so, else Gerris's module dir
+    const auto built = [](const char* file) {
+      const auto path = apps_dir().parent_path() / "integrations" / "gerris" / file;
       std::error_code ec;
-      o.module = std::filesystem::exists(built, ec) ? built.string() : "cairn";
-    }
+      return std::filesystem::exists(path, ec) ? path.string() : std::string("cairn");
+    };
+    if (o.module.empty()) o.module = built("libcairn2D.so");
+    if (o.module3d.empty()) o.module3d = built("libcairn3D.so");
     auto report = bench::run_gerris_bench(o, args->quiet ? nullptr : &std::cerr);
     if (!report.ok()) return fail("gerris", report.error());
     bench::print_gerris_report(report.value(), std::cout);
