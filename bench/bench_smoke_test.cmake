@@ -42,11 +42,12 @@ elseif(BENCH STREQUAL "amr")
   set(expect "\"label\": \"in-core\"" "\"label\": \"out-of-core (lmdb)\"" "\"label\": \"transformation on\""
              "\"checksums_equal\": true" "\"overlap\": ")
 elseif(BENCH STREQUAL "gerris")
-  # -DMODULE=<libcairn2D.so> -DGERRIS=<gerris2D>: both cases at level 5, 12 steps, killed at step 7 (the
-  # snapshot restart starts from step 0): 6 run and 5 restart rows each; every run must end as expected.
-  set(args gerris --size shear2D=5:12,solid2D=5:12 --kill-at 7 --repeats 1 --module ${MODULE} --gerris ${GERRIS}
-           --dir /dev/shm/cairn-smoke-gerris)
-  set(expect_rows 22)
+  # -DMODULE=<libcairn2D.so> -DGERRIS=<gerris2D> -DMODULE3D=<libcairn3D.so> -DGERRIS3D=<gerris3D>: the 2D
+  # cases at level 5, shear3D at level 3, 12 steps, killed at step 7 (the snapshot restart starts from step
+  # 0): 6 run and 5 restart rows each; every run must end as expected.
+  set(args gerris --size shear2D=5:12,solid2D=5:12,shear3D=3:12 --kill-at 7 --repeats 1 --module ${MODULE}
+           --gerris ${GERRIS} --module3d ${MODULE3D} --gerris3d ${GERRIS3D} --dir /dev/shm/cairn-smoke-gerris)
+  set(expect_rows 33)
   set(expect "\"variant\": \"cairn-octree\"" "\"variant\": \"snapshot-binary\"" "\"kind\": \"restart\""
              "\"restore_s\": " "\"failed\": false")
   set(reject "\"error\": ")
