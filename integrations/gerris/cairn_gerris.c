@@ -578,7 +578,6 @@ static void rebuild(CairnPersist* p, GfsSimulation* sim, const Node* root, CopyF
 static void extra_cells(CairnPersist* p, GfsSimulation* sim, void (*fn)(FttCell*, gpointer), gpointer data);
 static void preorder(FttCell* cell, void (*fn)(FttCell*, gpointer), gpointer data);
 static void count_cell(FttCell* cell, gpointer data);
-static void write_cell(FttCell* cell, gpointer data);
 static void read_cell(FttCell* cell, gpointer data);
 static void ghost_cells(CairnPersist* p, GfsSimulation* sim, void (*fn)(FttCell*, gpointer), gpointer data);
 typedef struct {
