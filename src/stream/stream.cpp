@@ -102,7 +102,9 @@ Result<std::uint64_t> parse_size(const char* text, std::uint64_t fallback) {
 // ---------------------------------------------------------------- pmem store
 
 // Start time of a process in clock ticks after boot (/proc/PID/stat field
-// 22), 0 if it does not exist.
+// 22), 0 if it does not exist or has exited: a zombie (state Z, field 3)
+// waits for its parent to reap it, which an init that reaps nothing (some
+// containers) never does, and it will never write again.
 std::uint64_t process_start(long pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -110,8 +112,10 @@ std::uint64_t process_start(long pid) {
   if (paren == std::string::npos) return 0;
   std::istringstream fields(text.substr(paren + 2));
   std::string f;
-  for (int i = 3; i <= 22 && (fields >> f); ++i)
+  for (int i = 3; i <= 22 && (fields >> f); ++i) {
+    if (i == 3 && (f == "Z" || f == "X")) return 0;
     if (i == 22) return std::strtoull(f.c_str(), nullptr, 10);
+  }
   return 0;
 }
 

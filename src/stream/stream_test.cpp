@@ -387,6 +387,39 @@ TEST_F(PmemStreams, AWriterKilledMidStreamLeavesTheLastCommittedVersion) {
   EXPECT_EQ(read_bytes(uri("sol")), pattern(12u << 20, 13));
 }
 
+// A writer that died but was never reaped (a zombie: its parent does not wait
+// for it, as an init that reaps nothing leaves orphans) holds nothing.
+TEST_F(PmemStreams, AZombieWriterHoldsNoLock) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto s = cs::Stream::open(uri("z"), cs::Mode::write);
+    if (!s.ok()) ::_exit(2);
+    std::fputs("never committed", s.value()->file());
+    std::fflush(s.value()->file());
+    (void)!::write(ready[1], "x", 1);
+    ::pause();
+    ::_exit(4);
+  }
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::kill(child, SIGKILL);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // dead, not reaped
+  auto s = cs::Stream::open(uri("z"), cs::Mode::write);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  std::fputs("mine", s.value()->file());
+  ASSERT_TRUE(s.value()->close().ok());
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  const auto b = read_bytes(uri("z"));
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data()), b.size()), "mine");
+}
+
 // The process keeps a few pools mapped; a writer whose pool was dropped from
 // that cache and mapped again is still alive to the new mapping's reclaim.
 TEST_F(PmemStreams, AWriterSurvivesItsPoolBeingMappedAgain) {
