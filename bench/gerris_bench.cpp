@@ -69,12 +69,12 @@ const std::vector<std::string> kRestartVariants = {"startup", "snapshot-text", "
                                                    "cairn-octree"};
 
 bool is_cairn(const std::string& variant) { return variant.rfind("cairn-", 0) == 0; }
+bool is_octree(const std::string& variant) { return variant.rfind("cairn-octree", 0) == 0; }
 bool is_3d(const GerrisCaseSize& c) { return c.name.size() > 2 && c.name.compare(c.name.size() - 2, 2, "3D") == 0; }
 // The Gerris executable of the case's dimension.
 const std::string& gerris_of(const GerrisBenchOptions& o, const GerrisCaseSize& c) {
   return is_3d(c) ? o.gerris3d : o.gerris;
 }
-bool is_octree(const std::string& variant) { return variant.rfind("cairn-octree", 0) == 0; }
 
 // The events and GModule line of one variant, writing into `run_dir`.
 std::string variant_events(const std::string& variant, const fs::path& run_dir, int snapshot_every) {

@@ -309,7 +309,7 @@ TEST(WorkflowKill, AKilledDriverResumesAtItsUnfinishedStep) {
     // for a while, holds its stream's writer lock and the resume would be refused).
     int status = 0;
     ::waitpid(pid, &status, 0);
-    for (int other = 0; ::waitpid(-pid, &other, 0) > 0;) {
+    while (::waitpid(-pid, nullptr, 0) > 0) {
     }
     Config resume = c;
     resume.dir = dir;

@@ -627,10 +627,13 @@ static int mirror_update(const cairn_octant* o, const void* handle, void* data, 
   return 1;
 }
 
+/* What to do about a PM-octree call's failure, appended to its message. */
+static const char* octree_hint(int rc) {
+  return rc == CAIRN_E_OUT_OF_SPACE ? " (run afresh with a larger CAIRN_GERRIS_POOL_SIZE, in bytes)" : "";
+}
+
 static void octree_check(CairnPersist* p, int rc, const char* what) {
-  if (rc == CAIRN_E_OUT_OF_SPACE)
-    cp_fail(p, "%s failed: %s (run afresh with a larger CAIRN_GERRIS_POOL_SIZE, in bytes)", what, cairn_errormsg());
-  if (rc != 0) cp_fail(p, "%s failed: %s", what, cairn_errormsg());
+  if (rc != 0) cp_fail(p, "%s failed: %s%s", what, cairn_errormsg(), octree_hint(rc));
 }
 
 static void* buffer_at(Buffer* b, size_t used, size_t more) {
@@ -646,6 +649,11 @@ typedef struct {
   guint32 nodes, leaves, cells;
 } Snap;
 
+/* The payload of `cell` appended to `b`, which holds `*count` of them. */
+static void append_payload(const CairnPersist* p, const FttCell* cell, Buffer* b, guint32* count) {
+  payload_from_cell(p, cell, buffer_at(b, (size_t)(*count)++ * p->payload_size, p->payload_size));
+}
+
 /* Node `at` of the snapshot from `cell`, pre-order: a leaf's payload into
  * the leaves, an interior cell's into the extra cells (interior_preorder's
  * order, which restore reads back). */
@@ -655,10 +663,10 @@ static void snap_cell(Snap* s, const FttCell* cell, guint32 at) {
   if (FTT_CELL_IS_DESTROYED(cell) || FTT_CELL_IS_LEAF(cell)) {
     n->first = -1;
     n->leaf = s->leaves;
-    payload_from_cell(p, cell, buffer_at(&p->leaves, (size_t)s->leaves++ * p->payload_size, p->payload_size));
+    append_payload(p, cell, &p->leaves, &s->leaves);
     return;
   }
-  payload_from_cell(p, cell, buffer_at(&p->cells, (size_t)s->cells++ * p->payload_size, p->payload_size));
+  append_payload(p, cell, &p->cells, &s->cells);
   const guint32 first = s->nodes;
   s->nodes += FTT_CELLS;
   buffer_at(&p->nodes, (size_t)first * sizeof(SnapNode), FTT_CELLS * sizeof(SnapNode));
@@ -668,7 +676,7 @@ static void snap_cell(Snap* s, const FttCell* cell, guint32 at) {
 
 static void snap_ghost(FttCell* cell, gpointer data) {
   Snap* s = data;
-  payload_from_cell(s->p, cell, buffer_at(&s->p->cells, (size_t)s->cells++ * s->p->payload_size, s->p->payload_size));
+  append_payload(s->p, cell, &s->p->cells, &s->cells);
 }
 
 /* Gerris's part of a persist: a snapshot of the tree (every leaf's payload,
@@ -715,9 +723,7 @@ static gpointer persist_write(gpointer data) {
   st->written = m.written;
   FILE* f = NULL;
   if (rc != 0)
-    st->error = g_strdup_printf(
-        "cairn_octree_follow failed: %s%s", cairn_errormsg(),
-        rc == CAIRN_E_OUT_OF_SPACE ? " (run afresh with a larger CAIRN_GERRIS_POOL_SIZE, in bytes)" : "");
+    st->error = g_strdup_printf("cairn_octree_follow failed: %s%s", cairn_errormsg(), octree_hint(rc));
   else if ((f = cairn_stream_open(st->uri, "w", 0)) == NULL) {
     st->error = g_strdup_printf("cannot open %s: %s", st->uri, cairn_errormsg());
   } else {

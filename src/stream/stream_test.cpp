@@ -59,6 +59,29 @@ std::vector<unsigned char> read_bytes(const std::string& uri) {
                                     reinterpret_cast<const unsigned char*>(v.data()) + v.size());
 }
 
+// A child process that opens `uri` for writing, writes `bytes` without
+// committing them and stops there; returns once it has written (-1 if the
+// fork failed or the child did not get that far).
+pid_t fork_stalled_writer(const std::string& uri, const std::vector<unsigned char>& bytes) {
+  int ready[2];
+  if (::pipe(ready) != 0) return -1;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    auto s = cs::Stream::open(uri, cs::Mode::write);
+    if (!s.ok()) ::_exit(2);
+    std::fwrite(bytes.data(), 1, bytes.size(), s.value()->file());
+    std::fflush(s.value()->file());
+    (void)!::write(ready[1], "x", 1);
+    ::pause();  // killed here, never closed
+    ::_exit(4);
+  }
+  ::close(ready[1]);
+  char c;
+  const bool wrote = child > 0 && ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  return wrote ? child : -1;
+}
+
 class Streams : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override { ::setenv("CAIRN_STREAM_POOL_SIZE", "64M", 1); }
@@ -354,22 +377,8 @@ TEST_F(PmemStreams, AStreamCommittedByAnotherProcessIsReadHere) {
 
 TEST_F(PmemStreams, AWriterKilledMidStreamLeavesTheLastCommittedVersion) {
   write_bytes(uri("sol"), pattern(1u << 20, 1));
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    auto s = cs::Stream::open(uri("sol"), cs::Mode::write);
-    if (!s.ok()) ::_exit(2);
-    const auto b = pattern(6u << 20, 12);  // grows the pending extent twice
-    std::fwrite(b.data(), 1, b.size(), s.value()->file());
-    std::fflush(s.value()->file());
-    (void)!::write(ready[1], "x", 1);
-    ::pause();  // killed here, never closed
-    ::_exit(4);
-  }
-  char c;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  const pid_t child = fork_stalled_writer(uri("sol"), pattern(6u << 20, 12));  // grows the pending extent twice
+  ASSERT_GT(child, 0);
   // The live writer holds the stream.
   auto busy = cs::Stream::open(uri("sol"), cs::Mode::write);
   ASSERT_FALSE(busy.ok());
@@ -378,8 +387,6 @@ TEST_F(PmemStreams, AWriterKilledMidStreamLeavesTheLastCommittedVersion) {
   ::kill(child, SIGKILL);
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ::close(ready[0]);
-  ::close(ready[1]);
   EXPECT_EQ(read_bytes(uri("sol")), pattern(1u << 20, 1));
   // The dead writer's extent is reclaimed: a 12 MiB stream fits in the 16 MiB
   // pool only if its 8 MiB pending extent was freed.
@@ -390,21 +397,8 @@ TEST_F(PmemStreams, AWriterKilledMidStreamLeavesTheLastCommittedVersion) {
 // A writer that died but was never reaped (a zombie: its parent does not wait
 // for it, as an init that reaps nothing leaves orphans) holds nothing.
 TEST_F(PmemStreams, AZombieWriterHoldsNoLock) {
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    auto s = cs::Stream::open(uri("z"), cs::Mode::write);
-    if (!s.ok()) ::_exit(2);
-    std::fputs("never committed", s.value()->file());
-    std::fflush(s.value()->file());
-    (void)!::write(ready[1], "x", 1);
-    ::pause();
-    ::_exit(4);
-  }
-  char c;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  const pid_t child = fork_stalled_writer(uri("z"), pattern(1u << 16, 14));
+  ASSERT_GT(child, 0);
   ::kill(child, SIGKILL);
   siginfo_t info{};
   ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // dead, not reaped
@@ -414,8 +408,6 @@ TEST_F(PmemStreams, AZombieWriterHoldsNoLock) {
   ASSERT_TRUE(s.value()->close().ok());
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ::close(ready[0]);
-  ::close(ready[1]);
   const auto b = read_bytes(uri("z"));
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data()), b.size()), "mine");
 }
