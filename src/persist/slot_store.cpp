@@ -262,33 +262,14 @@ Result<void> SlotStore::check_version_layout(const Layout& layout, int k) const 
 }
 
 Result<void> SlotStore::publish(std::uint64_t version, int slot) {
-  pool_->drain();  // everything the slot holds is durable first
-  // 1. Every write-back behind this version succeeded, or the word is never
-  //    stored: the slot's data may not be on the media.
-  if (const int err = pool_->device().io_errno(); err != 0)
-    return fail_commit(Errc::poisoned, "writing back version " + std::to_string(version) + " failed (" +
-                                           std::strerror(err) + "), so it was not committed");
-  if (pool_->poisoned())
-    return fail_commit(Errc::poisoned, "the pool is poisoned (" + pool_->poison_reason() + "), so version " +
-                                           std::to_string(version) + " was not committed");
+  // Every write-back behind this version succeeded, or the word is never
+  // stored; if the word's own write-back fails, the previous word is put back.
   pool_->marker(devices::Marker::commit_begin, "version word");
-  std::uint64_t* word = &header()->version_word;
-  const std::uint64_t previous = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-  // 2. The commit point: one aligned 8-byte store, then its persist.
-  __atomic_store_n(word, (version << 1) | static_cast<std::uint64_t>(slot & 1), __ATOMIC_RELEASE);
-  pool_->persist(word, sizeof(std::uint64_t));
-  pool_->marker(devices::Marker::commit_point, "version word persisted");
-  // 3. If the word's own write-back failed, whether the media holds it is
-  //    unknown. Put the previous word back so this process (and the next one
-  //    to map the file before the page is evicted) sees what the failed
-  //    commit reports; both words name a whole version.
-  if (const int err = pool_->device().io_errno(); err != 0) {
-    __atomic_store_n(word, previous, __ATOMIC_RELEASE);
-    pool_->persist(word, sizeof(std::uint64_t));
-    return fail_commit(Errc::io_error, "persisting the version word of version " + std::to_string(version) +
-                                           " failed (" + std::strerror(err) +
-                                           "); it is not committed, though after a power failure it may be found");
-  }
+  auto r = pool_->commit_word(&header()->version_word, (version << 1) | static_cast<std::uint64_t>(slot & 1),
+                              "version " + std::to_string(version));
+  if (!r.ok())
+    return make_error(r.error().code,
+                      r.error().message + "; " + last_committed_text() + ". Reopen the state and restore it");
   return {};
 }
 

@@ -582,24 +582,38 @@ Result<void> Pool::publish_roots(const std::vector<std::pair<unsigned, RootSlot>
                                           "publishes. Fix the device, then reopen the pool");
   }
   // 2. the commit point: one aligned 8-byte store.
-  __atomic_store_n(selector(), static_cast<std::uint64_t>(next), __ATOMIC_RELEASE);
-  persist(selector(), sizeof(std::uint64_t));
-  marker(devices::Marker::commit_point, "root selector persisted");
-  if (int err = device_->io_errno()) {
-    // Whether the media holds the new selector is unknown (both tables are
-    // whole). Put the old one back, so that what this process and the next
-    // one to map the file see agrees with the failure reported here.
-    __atomic_store_n(selector(), static_cast<std::uint64_t>(live), __ATOMIC_RELEASE);
-    persist(selector(), sizeof(std::uint64_t));
-    poison(std::string("persisting the root selector failed: ") + std::strerror(err));
-    return make_error(Errc::io_error, path_ + ": publishing roots failed: " + std::strerror(err) +
-                                          "; they are not published, though after a power failure they may be "
-                                          "found. The pool refuses further publishes: fix the device, then "
-                                          "reopen the pool");
-  }
+  if (auto r = commit_word(selector(), static_cast<std::uint64_t>(next),
+                           "the root table of generation " + std::to_string(t.generation));
+      !r.ok())
+    return r;
   health_.live_table = next;
   health_.selector = static_cast<std::uint64_t>(next);
   ++roots_published_;
+  return {};
+}
+
+Result<void> Pool::commit_word(std::uint64_t* word, std::uint64_t value, const std::string& what) {
+  drain();
+  if (int err = device_->io_errno(); err != 0 && !poisoned_)
+    poison(std::string("a write-back to the pool failed (") + std::strerror(err) + ")");
+  if (poisoned_)
+    return make_error(Errc::poisoned, path_ + ": " + what + " was not committed: the pool is poisoned (" +
+                                          poison_reason_ +
+                                          "); the previous version is intact. Fix the device (I/O error, full "
+                                          "file system), then reopen the pool");
+  const std::uint64_t previous = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+  __atomic_store_n(word, value, __ATOMIC_RELEASE);
+  persist(word, sizeof(std::uint64_t));
+  marker(devices::Marker::commit_point, what.c_str());
+  if (int err = device_->io_errno(); err != 0) {
+    __atomic_store_n(word, previous, __ATOMIC_RELEASE);
+    persist(word, sizeof(std::uint64_t));
+    poison("persisting the commit word of " + what + " failed: " + std::strerror(err));
+    return make_error(Errc::io_error, path_ + ": " + what + " was not committed: persisting its commit word failed (" +
+                                          std::strerror(err) +
+                                          "); after a power failure it may be found. The pool refuses further "
+                                          "commits: fix the device, then reopen the pool");
+  }
   return {};
 }
 

@@ -302,6 +302,21 @@ class Pool {
 
   void marker(devices::Marker m, const char* label = "") { device_->marker(m, label); }
 
+  // ---- the commit point of every layer ----
+  // Commits by one aligned 8-byte store: drains (everything the word names
+  // must already be flushed by the caller), refuses if any write-back of this
+  // pool failed since it was opened (the device's io_errno()) or the pool is
+  // poisoned, stores `value` into `word` (inside the mapping), persists it and
+  // checks the device again. Before the store, a failure leaves the word as
+  // it was and returns Errc::poisoned; if the word's own write-back fails,
+  // the previous value is put back (what this process and the next one to
+  // map the file see agrees with the failure) and Errc::io_error is
+  // returned. Either failure poisons the pool: nothing more is committed in
+  // it until it is reopened. `what` names the commit in messages ("stream
+  // 'x' version 3"). The crash simulator sees a commit_point marker after
+  // the word is persisted.
+  Result<void> commit_word(std::uint64_t* word, std::uint64_t value, const std::string& what);
+
   // ---- roots ----
   RootSlot root(unsigned slot) const;
   // Makes `offset` (whose target the caller already made durable) the root in
