@@ -276,11 +276,7 @@ Result<void> Directory::write(long entry, std::uint64_t pos, const void* buf, st
 }
 
 Result<std::uint64_t> Directory::finish(long entry, std::uint64_t length) {
-  pool_->drain();
-  if (pool_->poisoned()) {
-    abandon(entry);
-    return make_error(Errc::poisoned, "stream " + quoted(at(entry).name) + ": " + pool_->poison_reason());
-  }
+  // commit() fences (Pool::commit_word drains before it checks the device).
   auto v = commit(entry, length);
   if (!v.ok()) abandon(entry);
   return v;
@@ -312,11 +308,14 @@ Result<std::uint64_t> Directory::commit(long entry, std::uint64_t length) {
   StreamDesc d{e.pending.offset, length, e.pending.capacity, 0};
   d.check = desc_check(d, version);
   pool_->memcpy_nodrain(&e.desc[next], &d, sizeof d);
-  pool_->drain();
-  const std::uint64_t new_word = (version << 1) | next;
-  __atomic_store_n(&e.commit, new_word, __ATOMIC_RELEASE);
-  pool_->persist(&e.commit, sizeof e.commit);
-  pool_->marker(devices::Marker::commit_point, "stream commit");
+  // The commit point. commit_word drains (the bytes and the descriptor) and
+  // refuses if any write-back of this pool failed; if the word's own
+  // write-back fails it puts the previous word back. Either way the live
+  // version stays the previous one and the pool refuses further commits.
+  if (auto r = pool_->commit_word(&e.commit, (version << 1) | next,
+                                  "stream " + quoted(e.name) + " version " + std::to_string(version));
+      !r.ok())
+    return r.error();
   e.pending = Extent{};
   e.owner = Owner{};
   return version;
@@ -344,8 +343,9 @@ Result<void> Directory::remove(std::string_view name) {
       if (holds(d, v) && !unpinned(d.offset)) retire(Extent{d.offset, d.capacity});
     }
   }
+  // The removal's commit point: readers see "not found" from here on.
+  if (auto r = pool_->commit_word(&e.commit, 0, "the removal of stream " + quoted(name)); !r.ok()) return r;
   const std::uint64_t zero = 0;
-  pool_->memcpy_persist(&e.commit, &zero, sizeof zero);
   pool_->memcpy_persist(&e.name_check, &zero, sizeof zero);
   return reclaim();
 }

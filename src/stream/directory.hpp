@@ -10,8 +10,13 @@
 //      persisted them);
 //   2. desc[1 - live] = {offset, length, capacity, check} is persisted;
 //   3. the commit word = (version << 1) | (1 - live) is stored (one aligned
-//      8-byte store) and persisted: the commit point.
+//      8-byte store) and persisted: the commit point, Pool::commit_word, which
+//      first drains and refuses if any write-back of the pool failed (the
+//      bytes or the descriptor may not be durable), and puts the previous
+//      word back if the word's own write-back fails.
 // A crash before 3 leaves the previous version live; after it, the new one.
+// A failed write-back fails the commit (Errc::poisoned or Errc::io_error)
+// and poisons the pool mapping: its process maps the pool again to commit.
 // desc[live] is never written while it is live.
 //
 // Allocation state is derived, as for every cairn structure: reclaim()
@@ -152,8 +157,9 @@ class Directory {
   // first `length` of them (a writer whose bytes other threads copied too
   // persists them first: a fence orders only its own thread's stores).
   Result<std::uint64_t> finish(long entry, std::uint64_t length);
-  // Commits `length` bytes of the pending extent, which the caller made
-  // durable; see the protocol at the top. Marks Marker::commit_point.
+  // Commits `length` bytes of the pending extent, which the caller flushed
+  // (copied non-temporally); see the protocol at the top. Marks
+  // Marker::commit_point (through Pool::commit_word).
   Result<std::uint64_t> commit(long entry, std::uint64_t length);
   // Drops the pending extent without committing.
   void abandon(long entry);

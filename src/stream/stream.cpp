@@ -26,6 +26,7 @@
 
 #include "cairn/extended/pool.hpp"
 #include "stream/directory.hpp"
+#include "stream/testing.hpp"
 #include "stream/uri.hpp"
 #include "util/io.hpp"
 
@@ -255,11 +256,23 @@ Result<void> Store::create_pool(const std::string& path, std::uint64_t size) {
   return {};
 }
 
+// This process's Stores, by file; the device factory of the tests.
+struct Registry {
+  std::mutex mu;
+  std::map<std::pair<dev_t, ino_t>, std::shared_ptr<Store>> stores;
+  std::uint64_t uses = 0;
+  std::function<std::unique_ptr<devices::Device>()> make_device;
+};
+Registry& store_registry() {
+  static auto* r = new Registry;  // never destroyed: Stores may outlive statics at exit
+  return *r;
+}
+
 Result<std::shared_ptr<Store>> Store::get(const std::string& path, bool create, std::uint64_t pool_size) {
-  static std::mutex registry_mu;
-  static std::map<std::pair<dev_t, ino_t>, std::shared_ptr<Store>> registry;
-  static std::uint64_t uses = 0;
-  std::lock_guard<std::mutex> g(registry_mu);
+  Registry& reg = store_registry();
+  auto& registry = reg.stores;
+  auto& uses = reg.uses;
+  std::lock_guard<std::mutex> g(reg.mu);
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     if (errno != ENOENT || !create)
@@ -275,7 +288,10 @@ Result<std::shared_ptr<Store>> Store::get(const std::string& path, bool create, 
     // Nor may a Store of a file since deleted (tmpfs reuses inode numbers).
     struct stat mine {};
     const bool same_file = ::fstat(it->second->fd_, &mine) == 0 && mine.st_nlink > 0 && mine.st_ino == st.st_ino;
-    if (it->second->pid_ == ::getpid() && same_file) {
+    // Nor a poisoned one: a write-back to it failed, and the pool refuses
+    // further commits until it is mapped again (writers still open keep the
+    // old Store, and fail).
+    if (it->second->pid_ == ::getpid() && same_file && !it->second->pool_->poisoned()) {
       it->second->used_ = ++uses;
       return it->second;
     }
@@ -284,7 +300,9 @@ Result<std::shared_ptr<Store>> Store::get(const std::string& path, bool create, 
   std::shared_ptr<Store> s(new Store());
   s->pid_ = ::getpid();
   s->used_ = ++uses;
-  auto p = pool::Pool::open(path);
+  pool::OpenOptions po;
+  if (reg.make_device) po.device = reg.make_device();
+  auto p = pool::Pool::open(path, std::move(po));
   if (!p.ok()) return p.error();
   s->pool_ = std::move(p.value());
   s->fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
@@ -833,6 +851,18 @@ Result<std::shared_ptr<Handle>> open_handle(const Uri& u, Mode mode, const OpenO
 }  // namespace
 
 // ------------------------------------------------------------------ public
+
+void detail::set_device_factory(std::function<std::unique_ptr<devices::Device>()> make) {
+  Registry& reg = store_registry();
+  std::lock_guard<std::mutex> g(reg.mu);
+  reg.make_device = std::move(make);
+}
+
+void detail::forget_pools() {
+  Registry& reg = store_registry();
+  std::lock_guard<std::mutex> g(reg.mu);
+  reg.stores.clear();
+}
 
 std::string resolve(std::string_view name) {
   const std::string n(name);

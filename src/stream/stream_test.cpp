@@ -16,8 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "cairn/cairn.h"
+#include "cairn/extended/device.hpp"
 #include "cairn/extended/pool.hpp"
 #include "stream/directory.hpp"
+#include "stream/testing.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace cs = cairn::stream;
@@ -465,6 +468,115 @@ TEST_F(PmemStreams, StageOutAndBackInKeepsEveryByte) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code, Errc::invalid_argument);
 }
+
+// ---- failed write-backs (issue 41): the fault device under the stream pool
+
+// The issue's reproduction: a writer whose every flush, drain and copy fails
+// (CAIRN_DEVICE, in a child that maps the pool afresh) must not commit.
+TEST_F(PmemStreams, AWriterOnAFailingDeviceDoesNotCommit) {
+  write_bytes(uri("v"), pattern(70000, 1));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::setenv("CAIRN_DEVICE", "fault:flush=1,drain=1,copy=1", 1);
+    auto s = cs::Stream::open(uri("v"), cs::Mode::write);
+    if (!s.ok()) ::_exit(2);
+    const auto b = pattern(90000, 2);
+    std::fwrite(b.data(), 1, b.size(), s.value()->file());
+    auto r = s.value()->close();
+    ::_exit(r.ok() ? 0 : r.error().code == Errc::poisoned || r.error().code == Errc::io_error ? 3 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3) << "0: the failing writer's close() reported success";
+  cs::detail::forget_pools();
+  EXPECT_EQ(read_bytes(uri("v")), pattern(70000, 1));
+}
+
+// Every pool the streams map here goes through a fault device the test arms
+// mid-run; the parameter says which kind of call fails from then on.
+class PmemStreamFaults : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    ::setenv("CAIRN_STREAM_POOL_SIZE", "16M", 1);
+    cs::detail::set_device_factory([inj = injector_] { return cairn::devices::make_fault_device(inj); });
+    cs::detail::forget_pools();
+  }
+  void TearDown() override {
+    cs::detail::set_device_factory({});
+    cs::detail::forget_pools();
+  }
+  std::string uri(const std::string& name) const { return "pmem:" + dir_.file("f.pool") + "#" + name; }
+  // The next call of the parameter's kind fails, and every later one.
+  void arm() {
+    cairn::devices::FaultPlan plan;
+    const std::string kind = GetParam();
+    (kind == "flush" ? plan.flush : kind == "drain" ? plan.drain : plan.copy) = 1;
+    injector_->arm(plan);
+  }
+  // What a process that maps the pool afresh (with a sound device) reads.
+  std::vector<unsigned char> fresh_read(const std::string& name) {
+    cs::detail::set_device_factory({});
+    cs::detail::forget_pools();
+    return read_bytes(uri(name));
+  }
+  std::shared_ptr<cairn::devices::FaultInjector> injector_ = std::make_shared<cairn::devices::FaultInjector>();
+  cairn::testing::TempDir dir_;
+};
+
+TEST_P(PmemStreamFaults, CloseReportsAFailedWriteBackAndThePreviousVersionStays) {
+  const auto v1 = pattern(100000, 1);
+  write_bytes(uri("s"), v1);
+  auto w = open_ok(uri("s"), cs::Mode::write);
+  ASSERT_TRUE(w);
+  const auto v2 = pattern(300000, 2);
+  ASSERT_EQ(std::fwrite(v2.data(), 1, v2.size() / 2, w->file()), v2.size() / 2);
+  std::fflush(w->file());
+  arm();  // the second half's copies, the drains before the commit word, or its flush
+  ASSERT_EQ(std::fwrite(v2.data() + v2.size() / 2, 1, v2.size() - v2.size() / 2, w->file()), v2.size() - v2.size() / 2);
+  auto r = w->close();
+  ASSERT_FALSE(r.ok()) << GetParam() << ": close() reported success after a failed write-back";
+  EXPECT_TRUE(r.error().code == Errc::poisoned || r.error().code == Errc::io_error) << r.error().message;
+  EXPECT_NE(r.error().message.find("'s'"), std::string::npos) << "names the stream: " << r.error().message;
+  EXPECT_EQ(fresh_read("s"), v1) << "a fresh open must read the previous version bit for bit";
+}
+
+TEST_P(PmemStreamFaults, FcloseOfTheCApiReportsAFailedWriteBack) {
+  const auto v1 = pattern(5000, 3);
+  write_bytes(uri("c"), v1);
+  FILE* f = cairn_stream_open(uri("c").c_str(), "w", 0);
+  ASSERT_NE(f, nullptr) << cairn_stream_errormsg();
+  const auto v2 = pattern(200000, 4);
+  ASSERT_EQ(std::fwrite(v2.data(), 1, 1000, f), 1000u);
+  std::fflush(f);
+  arm();
+  ASSERT_EQ(std::fwrite(v2.data() + 1000, 1, v2.size() - 1000, f), v2.size() - 1000);
+  errno = 0;
+  EXPECT_EQ(std::fclose(f), EOF) << GetParam() << ": fclose reported success after a failed write-back";
+  EXPECT_EQ(errno, EIO);
+  EXPECT_NE(std::string(cairn_stream_errormsg()).find("'c'"), std::string::npos) << cairn_stream_errormsg();
+  EXPECT_EQ(fresh_read("c"), v1);
+}
+
+// A stream's first version: the failed commit leaves nothing to read.
+TEST_P(PmemStreamFaults, AFailedFirstCommitLeavesNoVersion) {
+  write_bytes(uri("other"), pattern(10, 5));  // the pool exists, cleanly
+  auto w = open_ok(uri("first"), cs::Mode::write);
+  ASSERT_TRUE(w);
+  arm();
+  const auto b = pattern(50000, 6);
+  ASSERT_EQ(std::fwrite(b.data(), 1, b.size(), w->file()), b.size());
+  ASSERT_FALSE(w->close().ok());
+  cs::detail::set_device_factory({});
+  cs::detail::forget_pools();
+  auto r = cs::Stream::open(uri("first"), cs::Mode::read);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::no_version) << r.error().message;
+  EXPECT_EQ(read_bytes(uri("other")), pattern(10, 5));
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, PmemStreamFaults, ::testing::Values("flush", "drain", "copy"));
 
 TEST(MemStreams, ReadersKeepTheVersionTheyOpened) {
   write_bytes("mem:shared", pattern(1000, 1));

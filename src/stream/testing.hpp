@@ -1,0 +1,21 @@
+// testing.hpp — seams of the pmem: stream store for the tests (internal): the
+// device a pool is mapped with, and forgetting this process's mappings.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "cairn/extended/device.hpp"
+
+namespace cairn::stream::detail {
+
+// Every pool a pmem: stream maps from now on is opened with the device `make`
+// returns (for example a fault device driven by the test's FaultInjector);
+// an empty function restores $CAIRN_DEVICE.
+void set_device_factory(std::function<std::unique_ptr<devices::Device>()> make);
+
+// Drops this process's cached pool mappings: the next stream opened maps its
+// pool again, as a new process would. Open streams keep their own mapping.
+void forget_pools();
+
+}  // namespace cairn::stream::detail
