@@ -68,10 +68,13 @@
  *   - Durability depends on where the file lives. On a DAX mount of real
  *     persistent memory a persisted range survives power loss. On tmpfs
  *     (the default directory, /dev/shm/cairn) it survives the process being
- *     killed but not a power failure or reboot. On other file systems the
- *     pool uses msync (CAIRN_FLUSH_MSYNC), which writes back whole 4 KiB
- *     pages: durable against power loss, but far costlier per flush. Point
- *     $CAIRN_POOL_DIR at a DAX mount for the real thing.
+ *     killed but not a power failure or reboot. On other file systems (ext4,
+ *     XFS on an SSD) the pool writes back through the page cache
+ *     (CAIRN_FLUSH_PAGECACHE): a flush records whole 4 KiB pages and the
+ *     next drain writes them back with as few system calls as the ranges
+ *     allow; durable against power loss once the drain returns.
+ *     CAIRN_FLUSH_NONE skips every write-back: the pool then survives a
+ *     process crash only.
  *   - Pointers into the pool (cairn_pool_base, cairn_pool_ptr) die with the
  *     handle. Never store them in the pool.
  *   - A failed persist (an msync error) poisons the pool: every later publish
@@ -139,9 +142,16 @@ const char* cairn_errormsg(void);
 /* ---- pools ---- */
 
 /* Flush modes (the `flags` of create and open). AUTO picks CPU for DAX and
- * tmpfs mappings and MSYNC for other file systems; $CAIRN_FLUSH=cpu|msync
- * overrides AUTO. */
-enum { CAIRN_FLUSH_AUTO = 0, CAIRN_FLUSH_CPU = 1, CAIRN_FLUSH_MSYNC = 2 };
+ * tmpfs mappings and PAGECACHE for other file systems;
+ * $CAIRN_FLUSH=cpu|pagecache|msync|none overrides AUTO. MSYNC is one msync
+ * per flush (libpmem's own fallback); NONE survives process crashes only. */
+enum {
+  CAIRN_FLUSH_AUTO = 0,
+  CAIRN_FLUSH_CPU = 1,
+  CAIRN_FLUSH_MSYNC = 2,
+  CAIRN_FLUSH_PAGECACHE = 3,
+  CAIRN_FLUSH_NONE = 4
+};
 
 enum {
   CAIRN_ROOT_SLOTS = 16,          /* root slots per pool */
@@ -173,7 +183,7 @@ const char* cairn_pool_path(const cairn_pool* pool);
 /* 1 if libpmem reports the mapping as real persistent memory, 0 if not,
  * negative on error. */
 int cairn_pool_is_pmem(const cairn_pool* pool);
-/* The resolved flush mode (CAIRN_FLUSH_CPU or CAIRN_FLUSH_MSYNC), negative on error. */
+/* The resolved flush mode (never CAIRN_FLUSH_AUTO), negative on error. */
 int cairn_pool_flush_mode(const cairn_pool* pool);
 
 /* Offset <-> address. cairn_pool_ptr returns NULL (and records a message) for
@@ -244,7 +254,7 @@ typedef struct cairn_stats {
   uint64_t nt_bytes;      /* bytes written with non-temporal stores */
   uint64_t copied_bytes;  /* all bytes written by memcpy / memset primitives */
   uint64_t drains;
-  uint64_t msyncs;
+  uint64_t msyncs;            /* write-back system calls (msync, sync_file_range, fdatasync) */
   uint64_t injected_delay_ns; /* emulated devices only */
   uint64_t nvm_bytes_written; /* bytes_flushed + nt_bytes */
   uint64_t roots_published;

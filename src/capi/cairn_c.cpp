@@ -52,6 +52,8 @@ static_assert(CAIRN_DEFAULT_BLOCK_SIZE == cp::kDefaultBlockSize);
 static_assert(CAIRN_FLUSH_AUTO == static_cast<int>(cairn::devices::FlushMode::automatic));
 static_assert(CAIRN_FLUSH_CPU == static_cast<int>(cairn::devices::FlushMode::cpu));
 static_assert(CAIRN_FLUSH_MSYNC == static_cast<int>(cairn::devices::FlushMode::msync));
+static_assert(CAIRN_FLUSH_PAGECACHE == static_cast<int>(cairn::devices::FlushMode::pagecache));
+static_assert(CAIRN_FLUSH_NONE == static_cast<int>(cairn::devices::FlushMode::none));
 
 struct cairn_pool {
   std::unique_ptr<cp::Pool> pool;
@@ -86,10 +88,13 @@ cairn::Result<cairn::devices::FlushMode> flush_mode_from(unsigned flags) {
     case CAIRN_FLUSH_AUTO: return cairn::devices::FlushMode::automatic;
     case CAIRN_FLUSH_CPU: return cairn::devices::FlushMode::cpu;
     case CAIRN_FLUSH_MSYNC: return cairn::devices::FlushMode::msync;
+    case CAIRN_FLUSH_PAGECACHE: return cairn::devices::FlushMode::pagecache;
+    case CAIRN_FLUSH_NONE: return cairn::devices::FlushMode::none;
     default:
       return cairn::make_error(Errc::invalid_argument,
                                "flags " + std::to_string(flags) +
-                                   " is not a flush mode: use CAIRN_FLUSH_AUTO, CAIRN_FLUSH_CPU or CAIRN_FLUSH_MSYNC");
+                                   " is not a flush mode: use CAIRN_FLUSH_AUTO, CAIRN_FLUSH_CPU, "
+                                   "CAIRN_FLUSH_PAGECACHE, CAIRN_FLUSH_MSYNC or CAIRN_FLUSH_NONE");
   }
 }
 

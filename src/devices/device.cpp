@@ -10,6 +10,8 @@ const char* flush_mode_name(FlushMode mode) noexcept {
     case FlushMode::automatic: return "auto";
     case FlushMode::cpu: return "cpu";
     case FlushMode::msync: return "msync";
+    case FlushMode::pagecache: return "pagecache";
+    case FlushMode::none: return "none";
   }
   return "?";
 }
@@ -18,8 +20,12 @@ Result<FlushMode> parse_flush_mode(const std::string& text) {
   if (text.empty() || text == "auto") return FlushMode::automatic;
   if (text == "cpu") return FlushMode::cpu;
   if (text == "msync") return FlushMode::msync;
-  return make_error(Errc::invalid_argument,
-                    "unknown flush mode '" + text + "': use auto, cpu (cache-line flush + fence) or msync");
+  if (text == "pagecache") return FlushMode::pagecache;
+  if (text == "none") return FlushMode::none;
+  return make_error(Errc::invalid_argument, "unknown flush mode '" + text +
+                                                "': use auto, cpu (cache-line flush + fence), pagecache (page "
+                                                "write-back batched at each drain), msync (one msync per flush) or "
+                                                "none (survives a process crash only)");
 }
 
 namespace {
@@ -78,6 +84,7 @@ Stats Counters::snapshot() const {
   s.copied_bytes = sum[copied_bytes];
   s.drains = sum[drains];
   s.msyncs = sum[msyncs];
+  s.synced_bytes = sum[synced_bytes];
   s.injected_delay_ns = sum[injected_delay_ns];
   return s;
 }

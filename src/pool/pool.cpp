@@ -82,7 +82,7 @@ devices::FlushMode resolve_mode(devices::FlushMode requested, bool is_pmem, int 
   if (is_pmem) return devices::FlushMode::cpu;
   struct statfs fs {};
   if (fstatfs(fd, &fs) == 0 && static_cast<long>(fs.f_type) == kTmpfsMagic) return devices::FlushMode::cpu;
-  return devices::FlushMode::msync;
+  return devices::FlushMode::pagecache;
 }
 
 // Reads up to n bytes at off; returns how many were read (0 on error: the
@@ -214,15 +214,17 @@ Result<std::unique_ptr<Pool>> Pool::map_and_bind(const std::string& path, std::s
   pool->base_ = static_cast<std::byte*>(addr);
   pool->size_ = mapped;
   pool->is_pmem_ = is_pmem != 0;
-  Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  pool->mode_ = resolve_mode(mode, pool->is_pmem_, fd.fd);
+  // Kept open with the mapping: the pagecache device writes back through it.
+  pool->fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (pool->fd_ < 0) pool->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  pool->mode_ = resolve_mode(mode, pool->is_pmem_, pool->fd_);
   if (!device) {
     auto d = devices::make_device("");
     if (!d.ok()) return std::move(d).error();
     device = std::move(d.value());
   }
   pool->device_ = std::move(device);
-  devices::Mapping m{pool->base_, pool->size_, pool->is_pmem_, pool->mode_};
+  devices::Mapping m{pool->base_, pool->size_, pool->is_pmem_, pool->mode_, pool->fd_};
   auto ops = pool->device_->bind(m);
   if (!ops.ok()) return std::move(ops).error();
   pool->ops_ = ops.value();
@@ -530,6 +532,7 @@ Pool::~Pool() {
     device_->unbind();
     if (owns_mapping_) pmem_unmap(base_, size_);
   }
+  if (fd_ >= 0) ::close(fd_);
 }
 
 RootTable* Pool::table(int which) const {
@@ -630,9 +633,9 @@ PoolStats Pool::stats() const {
 }
 
 std::size_t Pool::prefault(const void* addr, std::size_t len) const {
-  // Under msync (a disk file system) a write fault dirties the page-cache
-  // page, and the next msync would write back every populated page.
-  if (len == 0 || !contains(addr, len) || mode_ == devices::FlushMode::msync) return 0;
+  // On a disk file system a write fault dirties the page-cache page, and
+  // the next write-back would write every populated page.
+  if (len == 0 || !contains(addr, len) || devices::writes_back_pages(mode_)) return 0;
   static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   const auto b = reinterpret_cast<std::uintptr_t>(addr) / page * page;
   const auto e = (reinterpret_cast<std::uintptr_t>(addr) + len + page - 1) / page * page;
@@ -645,7 +648,9 @@ std::size_t Pool::prefault(const void* addr, std::size_t len) const {
 }
 
 void Pool::persist_mt(const void* addr, std::size_t len, unsigned threads) {
-  if (len < kParallelMin) return persist(addr, len);
+  // Page write-back: one drain does it all, and more threads would only
+  // split it into more calls.
+  if (len < kParallelMin || drain_covers_all_threads()) return persist(addr, len);
   ParallelScope scope;
   auto* p = static_cast<const std::byte*>(addr);
   util::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
@@ -694,8 +699,9 @@ void Pool::memcpy_persist_runs_mt(void* dst, const void* src, std::span<const Ru
       copy(runs[i].offset + from, take);
       pos += take;
     }
-    ops_.drain(ctx_);
+    if (!drain_covers_all_threads()) ops_.drain(ctx_);
   });
+  if (drain_covers_all_threads()) ops_.drain(ctx_);
 }
 
 // ---- in-memory images (used by the crash simulator, tests/crashsim) ----
@@ -737,7 +743,7 @@ Result<std::unique_ptr<Pool>> Pool::open_image(std::byte* base, std::size_t size
   pool->owns_mapping_ = false;
   pool->is_pmem_ = false;
   // No file to look at: the caller (its device) decides; automatic means cpu.
-  pool->mode_ = options.flush_mode == devices::FlushMode::msync ? devices::FlushMode::msync : devices::FlushMode::cpu;
+  pool->mode_ = options.flush_mode == devices::FlushMode::automatic ? devices::FlushMode::cpu : options.flush_mode;
   if (!options.device) {
     auto d = devices::make_device("");
     if (!d.ok()) return std::move(d).error();

@@ -53,7 +53,7 @@ Result<devices::Ops> NullDevice::bind(const devices::Mapping&) {
 Opener image_opener(std::byte* image, std::size_t size, Durability durability) {
   return [image, size, durability]() {
     pool::OpenOptions o;
-    o.flush_mode = durability == Durability::msync ? devices::FlushMode::msync : devices::FlushMode::cpu;
+    o.flush_mode = flush_mode_for(durability);
     o.device = std::make_unique<NullDevice>();
     return pool::Pool::open_image(image, size, std::move(o), "crash image");
   };

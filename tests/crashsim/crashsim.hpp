@@ -49,9 +49,15 @@ namespace cairn::testing::crashsim {
 //   msync  a non-DAX file: flush (msync) makes whole 4 KiB pages durable when
 //          it returns; before that any subset of dirty pages may have been
 //          written back, and a page may tear at 512-byte sectors.
-enum class Durability : std::uint8_t { adr = 0, eadr = 1, msync = 2 };
+//   pagecache  a non-DAX file under cairn's pagecache device: flush records
+//          the enclosing pages, drain (by any thread) writes every recorded
+//          page back as it is then; any dirty page may also have been written
+//          back earlier, torn at 512-byte sectors as under msync.
+enum class Durability : std::uint8_t { adr = 0, eadr = 1, msync = 2, pagecache = 3 };
 const char* durability_name(Durability d) noexcept;
 Result<Durability> parse_durability(const std::string& text);
+// The pool flush mode a durability model simulates.
+devices::FlushMode flush_mode_for(Durability d) noexcept;
 
 // splitmix64: small, fast and seedable from a few words; usable with <random>.
 class Rng {

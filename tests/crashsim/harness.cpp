@@ -58,10 +58,6 @@ Result<Level> make_level(std::size_t size) {
   return lv;
 }
 
-devices::FlushMode flush_mode_for(Durability d) {
-  return d == Durability::msync ? devices::FlushMode::msync : devices::FlushMode::cpu;
-}
-
 // Creates a pool (or the file structure's file) with the workload's first
 // version and returns its bytes.
 Result<std::vector<std::byte>> build_setup(const Workload& w, const Options& o, Model& model) {

@@ -12,17 +12,27 @@ const char* durability_name(Durability d) noexcept {
     case Durability::adr: return "adr";
     case Durability::eadr: return "eadr";
     case Durability::msync: return "msync";
+    case Durability::pagecache: return "pagecache";
   }
   return "?";
+}
+
+devices::FlushMode flush_mode_for(Durability d) noexcept {
+  if (d == Durability::msync) return devices::FlushMode::msync;
+  if (d == Durability::pagecache) return devices::FlushMode::pagecache;
+  return devices::FlushMode::cpu;
 }
 
 Result<Durability> parse_durability(const std::string& text) {
   if (text == "adr") return Durability::adr;
   if (text == "eadr") return Durability::eadr;
   if (text == "msync") return Durability::msync;
-  return make_error(Errc::invalid_argument, "unknown durability model '" + text +
-                                                "': use adr (flush + fence per thread), eadr (persistent "
-                                                "caches, fences order) or msync (non-DAX pages)");
+  if (text == "pagecache") return Durability::pagecache;
+  return make_error(Errc::invalid_argument,
+                    "unknown durability model '" + text +
+                        "': use adr (flush + fence per thread), eadr (persistent "
+                        "caches, fences order), msync (non-DAX pages, one msync per flush) or pagecache "
+                        "(non-DAX pages written back at each drain)");
 }
 
 std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b, std::uint64_t c, std::uint64_t d) noexcept {

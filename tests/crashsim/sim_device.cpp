@@ -199,6 +199,11 @@ void SimDevice::after_write(const void* addr, std::size_t len) {
       sync_pages(off / kPage, (off + len - 1) / kPage);
       break;
     }
+    case Durability::pagecache: {
+      const auto off = static_cast<std::uint64_t>(static_cast<const std::byte*>(addr) - base_);
+      recorded_pages_.push_back({off / kPage, (off + len - 1) / kPage});
+      break;
+    }
   }
 }
 
@@ -218,6 +223,11 @@ void SimDevice::drain_thread() {
     }
     case Durability::eadr: sync_dirty_pages(); break;
     case Durability::msync: break;  // msync was durable when it returned
+    case Durability::pagecache:
+      // Every page recorded by any thread, as it is now.
+      for (const auto& [first, last] : recorded_pages_) sync_pages(first, last);
+      recorded_pages_.clear();
+      break;
   }
 }
 
@@ -268,7 +278,7 @@ void SimDevice::op_fill(void* ctx, void* dst, int v, std::size_t len) {
 void SimDevice::pending(UnitSet& out) {
   out.clear();
   const std::byte* vals[3];
-  if (config_.durability == Durability::msync) {
+  if (config_.durability == Durability::msync || config_.durability == Durability::pagecache) {
     for_each_candidate_page([&](std::uint32_t p) {
       const std::size_t off = std::size_t{p} * kPage;
       const std::size_t len = std::min(kPage, size_ - off);

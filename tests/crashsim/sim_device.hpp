@@ -12,8 +12,11 @@
 // durable (caches are in the persistence domain, only the fence orders).
 // msync. flush(range) writes the enclosing 4 KiB pages into the durable image
 // when it returns (msync); drain() does nothing.
+// pagecache. flush(range), a copy or a fill records the enclosing pages;
+// drain() by any thread writes every recorded page, as it is then, into the
+// durable image (cairn's pagecache device: one write-back per drain).
 //
-// Pending at a crash point: every aligned 8-byte word (msync: 512-byte
+// Pending at a crash point: every aligned 8-byte word (msync, pagecache: 512-byte
 // sector) whose working value differs from the durable one, plus every word
 // of a flushed-but-undrained line whose flush-time value differs from the
 // durable one. Stores are not intercepted: dirty words are found by comparing
@@ -33,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cairn/extended/device.hpp"
@@ -139,6 +143,7 @@ class SimDevice final : public devices::Device {
   std::unique_ptr<WriteTracker> own_tracker_;
   WriteTracker* tracker_ = nullptr;
   std::vector<ThreadRecords> threads_;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> recorded_pages_;  // pagecache: [first, last] pages
   std::uint64_t seq_ = 0;
   std::uint64_t generation_ = 0;
   std::vector<std::uint64_t> changed_bits_;

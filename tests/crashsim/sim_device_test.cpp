@@ -132,6 +132,26 @@ TEST(crashsim_device, MsyncFlushWritesWholePagesAndTearsAtSectors) {
   EXPECT_EQ(b.durable(600), 0u);
 }
 
+TEST(crashsim_device, PagecacheWritesRecordedPagesBackAtTheDrainOfAnyThread) {
+  Bound b(Durability::pagecache);
+  *b.word(0) = 1;    // page 0
+  *b.word(100) = 2;  // page 0, another sector
+  *b.word(600) = 3;  // page 1, never flushed
+  b.flush(0, 8);     // records page 0 only
+  EXPECT_EQ(b.durable(0), 0u) << "a flush only records its pages";
+  EXPECT_EQ(b.pending().units.size(), 3u) << "every dirty sector may reach the disk before the drain";
+  *b.word(1) = 4;  // after the flush, before the drain: the drain writes the page as it is then
+  std::thread other([&] { b.drain(); });
+  other.join();
+  EXPECT_EQ(b.durable(0), 1u);
+  EXPECT_EQ(b.durable(1), 4u);
+  EXPECT_EQ(b.durable(100), 2u) << "the whole page";
+  EXPECT_EQ(b.durable(600), 0u) << "page 1 was never flushed";
+  ASSERT_EQ(b.pending().units.size(), 1u);
+  b.drain();
+  EXPECT_EQ(b.durable(600), 0u) << "a drain writes back only recorded pages";
+}
+
 TEST(crashsim_device, NonTemporalCopyIsPendingUntilTheFence) {
   Bound b(Durability::adr);
   std::uint64_t src[16];

@@ -23,9 +23,24 @@
 //                     DAX mapping of real NVM (ADR); on tmpfs the same
 //                     instructions keep the cost model but the data only
 //                     survives process crashes, not power loss.
-//   FlushMode::msync  for a file on a non-DAX file system: flush(range) is
-//                     msync over the enclosing pages (4 KiB granularity), drain
-//                     is a no-op. Durable against power loss once msync returns.
+//   FlushMode::pagecache  for a file on a page-cache file system (ext4, XFS,
+//                     btrfs on an SSD): flush(range) only records the enclosing
+//                     4 KiB pages; drain writes back every page recorded since
+//                     the last drain, of every thread, in as few calls as the
+//                     ranges allow (one msync for one contiguous range, else
+//                     sync_file_range to start each merged range and one
+//                     fdatasync for the file) and returns when they are on the
+//                     media. Durable against power loss once drain returns, as
+//                     a flush + fence is on NVM; what a strategy flushes and
+//                     then fences is what reaches the disk, in that order.
+//   FlushMode::msync  flush(range) is msync over the enclosing pages, one call
+//                     per range, drain a no-op: the page-cache path as libpmem
+//                     has it (kept for comparison; pagecache is the default).
+//   FlushMode::none   flush and drain do nothing: stores to the shared mapping
+//                     survive a crash of the process (the page cache outlives
+//                     it), not a power loss or a kernel crash. For pools whose
+//                     only job is to outlive the process (tmpfs, or a disk file
+//                     whose power-loss copy is taken elsewhere).
 #pragma once
 
 #include <atomic>
@@ -39,9 +54,14 @@
 namespace cairn::devices {
 
 // How flushes reach durability. automatic picks cpu for DAX (pmem_is_pmem) and
-// tmpfs mappings and msync for other file systems; CAIRN_FLUSH=cpu|msync
-// overrides it.
-enum class FlushMode : std::uint8_t { automatic = 0, cpu = 1, msync = 2 };
+// tmpfs mappings and pagecache for other file systems;
+// CAIRN_FLUSH=cpu|pagecache|msync|none overrides it.
+enum class FlushMode : std::uint8_t { automatic = 0, cpu = 1, msync = 2, pagecache = 3, none = 4 };
+
+// True for the modes whose write-back goes through the page cache in whole
+// pages: a page dirtied without need (a write fault that populates it) costs
+// a page of write-back at the next commit.
+constexpr bool writes_back_pages(FlushMode m) { return m == FlushMode::msync || m == FlushMode::pagecache; }
 
 const char* flush_mode_name(FlushMode mode) noexcept;
 Result<FlushMode> parse_flush_mode(const std::string& text);
@@ -63,6 +83,10 @@ struct Mapping {
   std::size_t size = 0;
   bool is_pmem = false;             // libpmem's verdict on the mapping
   FlushMode mode = FlushMode::cpu;  // resolved, never automatic
+  // The mapped file, open for as long as the mapping (pagecache mode writes
+  // back with sync_file_range + fdatasync on it); -1 if there is none, and
+  // pagecache mode then writes back with one msync per merged range.
+  int fd = -1;
 };
 
 // The hot-path function table. Every function takes the device context first.
@@ -83,7 +107,8 @@ struct Stats {
   std::uint64_t nt_bytes = 0;       // bytes written with non-temporal stores
   std::uint64_t copied_bytes = 0;   // all bytes written by copy/fill
   std::uint64_t drains = 0;
-  std::uint64_t msyncs = 0;
+  std::uint64_t msyncs = 0;             // write-back system calls: msync, sync_file_range, fdatasync
+  std::uint64_t synced_bytes = 0;       // bytes of the pages those calls were asked to write back
   std::uint64_t injected_delay_ns = 0;  // emulated device only
   // Bytes that reached NVM: flushed lines plus non-temporal bytes.
   std::uint64_t nvm_bytes_written() const { return bytes_flushed + nt_bytes; }
@@ -99,7 +124,16 @@ struct Stats {
 // slot with locked adds. reset() is for moments without device calls.
 class Counters {
  public:
-  enum Field : unsigned { flush_calls, lines_flushed, nt_bytes, copied_bytes, drains, msyncs, injected_delay_ns };
+  enum Field : unsigned {
+    flush_calls,
+    lines_flushed,
+    nt_bytes,
+    copied_bytes,
+    drains,
+    msyncs,
+    synced_bytes,
+    injected_delay_ns
+  };
   static constexpr unsigned kFields = injected_delay_ns + 1;
   static constexpr unsigned kSlots = 32;
 

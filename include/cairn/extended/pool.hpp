@@ -229,6 +229,11 @@ class Pool {
   const std::string& path() const { return path_; }
   bool is_pmem() const { return is_pmem_; }
   devices::FlushMode flush_mode() const { return mode_; }
+  // True where one drain makes durable what every thread flushed before it
+  // (pagecache, msync, none: the page cache is shared), so that threads can
+  // flush and leave one drain to the thread that commits; false for cpu,
+  // where a fence orders only its own thread's flushes.
+  bool drain_covers_all_threads() const { return mode_ != devices::FlushMode::cpu; }
   const PoolHeader& header() const { return header_; }
   const Health& health() const { return health_; }
   devices::Device& device() { return *device_; }
@@ -352,6 +357,7 @@ class Pool {
   std::string path_;
   std::byte* base_ = nullptr;
   std::size_t size_ = 0;
+  int fd_ = -1;                 // the pool's file, open while it is mapped (-1 for open_image)
   std::uint64_t reserved_ = 0;  // bytes of the file reserved from its start (size_ unless reserve_as_used)
   bool is_pmem_ = false;
   devices::FlushMode mode_ = devices::FlushMode::cpu;

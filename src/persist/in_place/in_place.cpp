@@ -91,7 +91,11 @@ class InPlace final : public Strategy {
   void flush_async_region(Layout& layout, std::size_t entry) override;
   void flush_barrier() override;
   void stream(void* dst, const void* src, std::size_t len) override;
-  void stream_fence() override { store_->pool().drain(); }
+  // Where the commit's own drain covers every thread (page write-back), a
+  // fence per streaming thread would only split one write-back into many.
+  void stream_fence() override {
+    if (!store_->pool().drain_covers_all_threads()) store_->pool().drain();
+  }
   void streamed_region(Layout& layout, std::size_t entry) override;
   devices::Stats device_stats() const override { return store_ ? store_->pool().stats().device : devices::Stats{}; }
 
@@ -203,11 +207,19 @@ void InPlace::helper_loop() {
     if (!take(p, kHelperPiece)) continue;
     lk.unlock();
     // Write back (or copy) and fence on this thread before reporting done:
-    // the committing thread's fence would not order these flushes.
-    if (p.src == nullptr)
+    // the committing thread's fence would not order these flushes. Where
+    // the committing thread's drain covers them (page write-back), only
+    // record them: one write-back per commit instead of one per piece.
+    if (pool.drain_covers_all_threads()) {
+      if (p.src == nullptr)
+        pool.flush(p.dst, p.n);
+      else
+        pool.memcpy_nodrain(p.dst, p.src, p.n);
+    } else if (p.src == nullptr) {
       pool.persist(p.dst, p.n);
-    else
+    } else {
       pool.memcpy_persist(p.dst, p.src, p.n);
+    }
     lk.lock();
     if (--in_flight_ == 0 && queue_.empty()) idle_cv_.notify_all();
   }

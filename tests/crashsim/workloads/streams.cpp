@@ -80,7 +80,7 @@ class StreamCommits final : public Structure {
   sd::Owner me() const { return sd::Owner{1, 1, nonce_}; }
   sd::Hooks hooks() const {
     sd::Hooks h;
-    h.alive = [n = nonce_](const sd::Owner& o) { return o.pid == 1 && o.nonce == n; };
+    h.alive = [n = nonce_](std::uint64_t, const sd::Owner& o) { return o.pid == 1 && o.nonce == n; };
     return h;
   }
   static std::uint64_t next_nonce() {
