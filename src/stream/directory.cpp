@@ -136,7 +136,7 @@ Result<void> Directory::reclaim() {
         }
       }
     }
-    if (e.owner.pid != 0 && !alive(e.owner)) {
+    if (e.owner.pid != 0 && !alive(i)) {
       e.owner = Owner{};
       e.pending = Extent{};
     }
@@ -212,7 +212,7 @@ Result<long> Directory::begin_write(std::string_view name, std::uint64_t capacit
                                                   " bytes and no NUL; got " + std::to_string(name.size()) + " bytes");
   if (auto r = reclaim(); !r.ok()) return r.error();
   long i = find(name);
-  if (i >= 0 && alive(at(i).owner))
+  if (i >= 0 && alive(i))
     return make_error(Errc::busy, "stream " + quoted(name) + " in pool " + pool_->path() + " is being written by pid " +
                                       std::to_string(at(i).owner.pid) + "; one writer per stream at a time");
   auto off = allocate(std::max<std::uint64_t>(capacity, 1));
@@ -263,7 +263,8 @@ Result<void> Directory::write(long entry, std::uint64_t pos, const void* buf, st
   const std::uint64_t cap = at(entry).pending.capacity;
   if (pos + n > cap) {
     // Doubling: each growth copies what was written (seed 002, Fig. 5).
-    if (hooks_.lock) hooks_.lock();
+    if (hooks_.lock)
+      if (auto l = hooks_.lock(); !l.ok()) return l;
     auto r = grow(entry, std::max(cap * 2, pos + n), length);
     if (hooks_.unlock) hooks_.unlock();
     if (!r.ok()) return r;
@@ -332,7 +333,7 @@ Result<void> Directory::remove(std::string_view name) {
   const long i = find(name);
   if (i < 0) return make_error(Errc::not_found, "stream " + quoted(name) + " does not exist in pool " + pool_->path());
   StreamEntry& e = at(i);
-  if (alive(e.owner))
+  if (alive(i))
     return make_error(Errc::busy, "stream " + quoted(name) + " is being written by pid " + std::to_string(e.owner.pid) +
                                       "; remove it after its writer closes it");
   const std::uint64_t word = e.commit;
@@ -355,7 +356,7 @@ std::vector<Info> Directory::list() const {
   for (long i = 0; i < static_cast<long>(entry_count()); ++i) {
     const StreamEntry& e = at(i);
     if (e.name_check == 0) continue;
-    Info l{std::string(e.name, strnlen(e.name, kNameMax)), 0, 0, 0, alive(e.owner) ? static_cast<int>(e.owner.pid) : 0};
+    Info l{std::string(e.name, strnlen(e.name, kNameMax)), 0, 0, 0, alive(i) ? static_cast<int>(e.owner.pid) : 0};
     if (auto c = committed(i); c.ok()) {
       l.version = c.value().version;
       l.length = c.value().desc.length;

@@ -29,9 +29,10 @@
 //
 // The caller serialises every call on one pool (the pool lock of
 // stream.cpp: a mutex plus an OFD lock on the pool file). Hooks answer the
-// two questions that need the operating system: is a writer alive, and is an
-// extent pinned by a reader. The crash simulator's images answer "no" to
-// both (a crash kills every process).
+// two questions that need the operating system: is a writer alive (stream.cpp:
+// does an OFD lock on the entry's liveness byte exist), and is an extent
+// pinned by a reader. The crash simulator's images answer "no" to both (a
+// crash kills every process).
 #pragma once
 
 #include <cstddef>
@@ -65,11 +66,13 @@ struct StreamDesc {
   std::uint64_t check;     // checksum of the fields above and the version
 };
 
-// Who writes a stream now. Shared-memory state: never persisted.
+// Who writes a stream now. Shared-memory state: never persisted. Whether
+// that writer is still alive is not read from here (a pid means nothing in
+// another pid namespace) but asked of Hooks::alive.
 struct Owner {
-  std::uint64_t pid;    // 0: nobody
-  std::uint64_t start;  // the process's start time (clock ticks after boot): tells a reused pid
-  std::uint64_t nonce;  // the writing Store (two in one process are different writers)
+  std::uint64_t pid;    // 0: nobody; else the writer's pid as its namespace sees it (for messages)
+  std::uint64_t start;  // unused (0)
+  std::uint64_t nonce;  // the writing Store (the crash simulator's workload tells its writers by it)
 };
 
 struct StreamEntry {
@@ -99,13 +102,16 @@ struct DirHeader {
 static_assert(sizeof(DirHeader) == 4096);
 
 struct Hooks {
-  // Is this writer alive? Default: nobody is (the crash simulator's view).
-  std::function<bool(const Owner&)> alive;
+  // Is the writer of the entry whose liveness byte (Directory::liveness_byte)
+  // is `byte` alive? Default: nobody is (the crash simulator's view).
+  std::function<bool(std::uint64_t byte, const Owner&)> alive;
   // Can the extent at `offset` be reused (no reader pins it)? Default: yes.
   std::function<bool(std::uint64_t offset)> unpinned;
   // Taken around the directory change inside write() (growth); the caller
-  // holds the same lock around every other call. Default: none.
-  std::function<void()> lock, unlock;
+  // holds the same lock around every other call. Default: none. A lock that
+  // cannot be taken fails the write with its error.
+  std::function<Result<void>()> lock;
+  std::function<void()> unlock;
 };
 
 struct Committed {
@@ -143,6 +149,14 @@ class Directory {
   // a live writer holds it, Errc::out_of_space if the pool or the directory
   // is full, Errc::invalid_argument for a bad name.
   Result<long> begin_write(std::string_view name, std::uint64_t capacity, const Owner& me);
+  // The byte of the pool file on which the writer of `entry` holds a lock
+  // while it is open (stream.cpp: an OFD write lock, dropped by the kernel
+  // when the writer's process ends). A byte of the entry itself, at an odd
+  // offset: never byte 0 (the pool lock) nor an extent's first byte (a
+  // reader's pin).
+  std::uint64_t liveness_byte(long entry) const {
+    return offset_ + sizeof(DirHeader) + static_cast<std::uint64_t>(entry) * sizeof(StreamEntry) + 1;
+  }
   std::byte* pending_data(long entry) const;
   std::uint64_t pending_capacity(long entry) const { return at(entry).pending.capacity; }
   // Moves the pending extent to one of at least `capacity` bytes, copying
@@ -176,7 +190,9 @@ class Directory {
   Directory(pool::Pool& pool, std::uint64_t offset, Hooks hooks);
   DirHeader* header() const { return reinterpret_cast<DirHeader*>(pool_->at(offset_)); }
   StreamEntry& at(long i) const { return reinterpret_cast<StreamEntry*>(pool_->at(offset_ + sizeof(DirHeader)))[i]; }
-  bool alive(const Owner& o) const { return o.pid != 0 && hooks_.alive && hooks_.alive(o); }
+  bool alive(long i) const {
+    return at(i).owner.pid != 0 && hooks_.alive && hooks_.alive(liveness_byte(i), at(i).owner);
+  }
   bool unpinned(std::uint64_t off) const { return !hooks_.unpinned || hooks_.unpinned(off); }
   void retire(const Extent& e);
   Result<std::uint64_t> allocate(std::uint64_t capacity);

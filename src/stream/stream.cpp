@@ -4,6 +4,7 @@
 #include "cairn/stream.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,7 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <functional>
 #include <istream>
 #include <map>
 #include <mutex>
@@ -102,25 +103,16 @@ Result<std::uint64_t> parse_size(const char* text, std::uint64_t fallback) {
 
 // ---------------------------------------------------------------- pmem store
 
-// Start time of a process in clock ticks after boot (/proc/PID/stat field
-// 22), 0 if it does not exist or has exited: a zombie (state Z, field 3)
-// waits for its parent to reap it, which an init that reaps nothing (some
-// containers) never does, and it will never write again.
-std::uint64_t process_start(long pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto paren = text.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream fields(text.substr(paren + 2));
-  std::string f;
-  for (int i = 3; i <= 22 && (fields >> f); ++i) {
-    if (i == 3 && (f == "Z" || f == "X")) return 0;
-    if (i == 22) return std::strtoull(f.c_str(), nullptr, 10);
-  }
-  return 0;
-}
+// errno the next blocking lock (the pool lock) fails with; 0: none. Set by
+// detail::fail_next_pool_lock, for the tests of that error.
+std::atomic<int> g_pool_lock_fault{0};
 
 int ofd_lock(int fd, short type, std::uint64_t at, bool wait) {
+  if (wait && type != F_UNLCK)
+    if (const int err = g_pool_lock_fault.exchange(0); err != 0) {
+      errno = err;
+      return -1;
+    }
   struct flock fl {};
   fl.l_type = type;
   fl.l_whence = SEEK_SET;
@@ -132,48 +124,92 @@ int ofd_lock(int fd, short type, std::uint64_t at, bool wait) {
   return r;
 }
 
-// The nonces of this process's live Stores (see Store::hooks).
-class NonceSet {
+// Is byte `at` locked through another open file description than fd's (any
+// process, this one included)? True when the kernel cannot say: a writer is
+// never taken for dead on a guess.
+bool ofd_locked_elsewhere(int fd, std::uint64_t at) {
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = static_cast<off_t>(at);
+  fl.l_len = 1;
+  if (::fcntl(fd, F_OFD_GETLK, &fl) != 0) return true;
+  return fl.l_type != F_UNLCK;
+}
+
+// The file descriptors through which this process's writers hold their
+// liveness locks. A child forked while a writer is open shares the writer's
+// open file description, and with it the lock: the child would keep a dead
+// writer alive. So in the child each one is made to point at /dev/null (the
+// number stays valid for the copy of the writer that will close it; the
+// child's reference to the lock goes).
+class LivenessFds {
  public:
-  void insert(std::uint64_t n) {
-    std::lock_guard<std::mutex> g(mu_);
-    set_.insert(n);
+  static LivenessFds& get() {
+    static auto* l = [] {
+      auto* made = new LivenessFds;  // never destroyed: writers may outlive statics at exit
+      ::pthread_atfork([] { get().mu_.lock(); }, [] { get().mu_.unlock(); }, [] { get().in_child(); });
+      return made;
+    }();
+    return *l;
   }
-  void erase(std::uint64_t n) {
+  // Opens a file description with `open` and takes the write lock on `byte`
+  // through it; the fd, or -1 with errno set. Under the mutex, so that no
+  // fork sees the lock held through an fd it does not know.
+  int take(const std::function<int()>& open, std::uint64_t byte) {
     std::lock_guard<std::mutex> g(mu_);
-    set_.erase(n);
+    const int fd = open();
+    if (fd < 0) return -1;
+    if (ofd_lock(fd, F_WRLCK, byte, false) != 0) {
+      const int err = errno;
+      ::close(fd);
+      errno = err;
+      return -1;
+    }
+    fds_.insert(fd);
+    return fd;
   }
-  bool contains(std::uint64_t n) {
+  // Closes it: the lock goes with this process's last reference.
+  void drop(int fd) {
     std::lock_guard<std::mutex> g(mu_);
-    return set_.count(n) != 0;
+    fds_.erase(fd);
+    ::close(fd);
   }
 
  private:
+  void in_child() {
+    // Only async-signal-safe calls here.
+    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    for (const int fd : fds_)
+      if (null >= 0) ::dup3(null, fd, O_CLOEXEC);
+    if (null >= 0) ::close(null);
+    fds_.clear();
+    mu_.unlock();
+  }
   std::mutex mu_;
-  std::set<std::uint64_t> set_;
+  std::set<int> fds_;
 };
-NonceSet& live_nonces() {
-  static auto* s = new NonceSet;  // never destroyed: Stores may outlive statics at exit
-  return *s;
-}
 
 // One per pool file per process: the mapping, the directory, the lock.
 class Store {
  public:
   static Result<std::shared_ptr<Store>> get(const std::string& path, bool create, std::uint64_t pool_size);
   ~Store() {
-    live_nonces().erase(me_.nonce);
     if (fd_ >= 0) ::close(fd_);
   }
 
   // The pool lock: this process's threads (mutex) and other processes (an
   // OFD write lock on byte 0 of the pool file: the header, never an extent).
+  // Taking it can fail (a file system without OFD locks, no lock records
+  // left): check ok() before touching the directory.
   class Lock {
    public:
-    explicit Lock(Store& s) : s_(s) { s_.acquire(); }
+    explicit Lock(Store& s) : s_(s), taken_(s_.acquire()), held_(taken_.ok()) {}
     Lock(const Lock&) = delete;
     Lock& operator=(const Lock&) = delete;
     ~Lock() { unlock(); }
+    bool ok() const { return taken_.ok(); }
+    const Error& error() const { return taken_.error(); }
     void unlock() {
       if (held_) s_.release();
       held_ = false;
@@ -181,20 +217,37 @@ class Store {
 
    private:
     Store& s_;
-    bool held_ = true;
+    Result<void> taken_;
+    bool held_;
   };
 
   detail::Directory& dir() { return *dir_; }
   pool::Pool& pool() { return *pool_; }
   const detail::Owner& me() const { return me_; }
-  // A new open file description of the pool file, for a reader's pin.
-  int reopen() const { return ::open(("/proc/self/fd/" + std::to_string(fd_)).c_str(), O_RDONLY | O_CLOEXEC); }
+  // A new open file description of the pool file (a reader's pin, a writer's
+  // liveness lock): the same file even if its path was renamed since.
+  int reopen(int flags) const {
+    const int fd = ::open(("/proc/self/fd/" + std::to_string(fd_)).c_str(), flags | O_CLOEXEC);
+    return fd >= 0 ? fd : ::open(pool_->path().c_str(), flags | O_CLOEXEC);
+  }
 
  private:
   Store() = default;
-  void acquire() {
+  Result<void> acquire() {
     mu_.lock();
-    ofd_lock(fd_, F_WRLCK, 0, true);
+    if (ofd_lock(fd_, F_WRLCK, 0, true) == 0) return {};
+    const int err = errno;
+    mu_.unlock();
+    const bool no_ofd = err == EINVAL || err == ENOSYS || err == EOPNOTSUPP;
+    Error e = util::errno_error(pool_->path(), "take the stream pool's lock (fcntl F_OFD_SETLKW on byte 0)", err,
+                                no_ofd ? "this file system or kernel has no open file description locks (Linux 3.15 "
+                                         "or later, a local file system or tmpfs): put the pool on /dev/shm or a "
+                                         "local file system"
+                                       : "the kernel refused a record lock on the pool file (ENOLCK: its lock table "
+                                         "is full, or a network file system without a lock service); put the pool "
+                                         "on /dev/shm or a local file system, or free locks");
+    if (no_ofd) e.code = Errc::unsupported;
+    return e;
   }
   void release() {
     ofd_lock(fd_, F_UNLCK, 0, false);
@@ -203,12 +256,13 @@ class Store {
   static Result<void> create_pool(const std::string& path, std::uint64_t size);
   detail::Hooks hooks() {
     detail::Hooks h;
-    // In this process a writer is alive while its Store is (the registry may
-    // have replaced that Store by a newer one for the same file meanwhile).
-    h.alive = [](const detail::Owner& o) {
-      if (o.pid == static_cast<std::uint64_t>(::getpid())) return live_nonces().contains(o.nonce);
-      return process_start(static_cast<long>(o.pid)) == o.start;
-    };
+    // A writer holds an OFD write lock on its entry's liveness byte through
+    // a file description of its own for as long as it is open; the kernel
+    // drops it when the writer's process exits or dies, whatever pid
+    // namespace it lives in and whether or not /proc shows it. A lock held
+    // through another description than ours (another Store of this process
+    // included) is a live writer.
+    h.alive = [this](std::uint64_t byte, const detail::Owner&) { return ofd_locked_elsewhere(fd_, byte); };
     // A reader pins an extent with an OFD read lock on its first byte; if our
     // write lock on it succeeds nobody does (and nobody can start to: new
     // readers take their pin under the pool lock, which we hold).
@@ -217,7 +271,7 @@ class Store {
       ofd_lock(fd_, F_UNLCK, off, false);
       return true;
     };
-    h.lock = [this] { acquire(); };
+    h.lock = [this] { return acquire(); };
     h.unlock = [this] { release(); };
     return h;
   }
@@ -308,11 +362,11 @@ Result<std::shared_ptr<Store>> Store::get(const std::string& path, bool create, 
   s->fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (s->fd_ < 0) return util::errno_error(path, "open the stream pool", errno);
   std::random_device rd;
-  s->me_ = detail::Owner{static_cast<std::uint64_t>(::getpid()), process_start(::getpid()),
+  s->me_ = detail::Owner{static_cast<std::uint64_t>(::getpid()), 0,
                          (std::uint64_t{rd()} << 32) ^ rd() ^ reinterpret_cast<std::uintptr_t>(s.get())};
-  live_nonces().insert(s->me_.nonce);
   {
     Lock lock(*s);
+    if (!lock.ok()) return lock.error();
     auto d = detail::Directory::attach(*s->pool_, s->hooks());
     if (!d.ok()) return d.error();
     s->dir_.emplace(std::move(d.value()));
@@ -652,12 +706,26 @@ class PmemWriter : public Handle {
     h->store_ = s.value();
     h->name_ = u.name;
     Store::Lock lock(*h->store_);
+    if (!lock.ok()) return lock.error();
+    auto& dir = h->store_->dir();
     // Without a hint, a stream written every cycle reserves what its last
     // version took: growth by doubling is paid once, not every cycle.
     if (o.size_hint == 0)
-      if (auto c = h->store_->dir().committed(u.name); c.ok()) hint = std::max(hint, c.value().desc.length);
-    auto e = h->store_->dir().begin_write(u.name, hint, h->store_->me());
+      if (auto c = dir.committed(u.name); c.ok()) hint = std::max(hint, c.value().desc.length);
+    auto e = dir.begin_write(u.name, hint, h->store_->me());
     if (!e.ok()) return e.error();
+    // Alive from here until closed: the lock on the entry's liveness byte,
+    // through a file description of this writer's own (see Store::hooks).
+    h->live_fd_ = LivenessFds::get().take([&] { return h->store_->reopen(O_RDWR); }, dir.liveness_byte(e.value()));
+    if (h->live_fd_ < 0) {
+      const int err = errno;
+      dir.abandon(e.value());
+      if (err == EAGAIN || err == EACCES)
+        return make_error(Errc::busy, "stream '" + u.name + "' in pool " + u.path +
+                                          ": its entry is locked by another process that is not its writer (a "
+                                          "child forked by a writer and still running?); try again when it ends");
+      return util::errno_error(u.path, "lock the entry of stream '" + u.name + "' for its writer", err);
+    }
     h->entry_ = e.value();
     h->thread_ = std::this_thread::get_id();
     lock.unlock();
@@ -676,22 +744,36 @@ class PmemWriter : public Handle {
     return static_cast<ssize_t>(n);
   }
   int seek(off64_t* to, int whence) override { return seek_in(pos_, len_, to, whence, UINT64_MAX / 2); }
+  ~PmemWriter() override { drop_liveness(); }
   Result<void> finish() override {
     // The write-back before the pool lock; under it only the commit.
     if (error_.code == Errc::ok && many_threads_) store_->pool().persist(store_->dir().pending_data(entry_), len_);
     Store::Lock lock(*store_);
+    if (!lock.ok()) {
+      // Nothing committed; once the liveness lock is gone the next process
+      // to change the directory reclaims the extent.
+      drop_liveness();
+      return lock.error();
+    }
+    Result<void> out;
     if (error_.code != Errc::ok) {
       store_->dir().abandon(entry_);
-      return error_;
+      out = error_;
+    } else if (auto v = store_->dir().finish(entry_, len_); !v.ok()) {
+      out = v.error();
     }
-    auto v = store_->dir().finish(entry_, len_);
-    if (!v.ok()) return v.error();
-    return {};
+    drop_liveness();  // after the directory says nobody writes it
+    return out;
   }
 
  private:
+  void drop_liveness() {
+    if (live_fd_ >= 0) LivenessFds::get().drop(live_fd_);
+    live_fd_ = -1;
+  }
   std::shared_ptr<Store> store_;
   std::string name_;
+  int live_fd_ = -1;  // holds the lock on the entry's liveness byte
   long entry_ = -1;
   std::uint64_t pos_ = 0, len_ = 0;
   std::thread::id thread_;
@@ -711,6 +793,7 @@ class PmemReader : public MemoryReader {
     h->store_ = s.value();
     {
       Store::Lock lock(*h->store_);
+      if (!lock.ok()) return lock.error();
       auto c = h->store_->dir().committed(u.name);
       if (!c.ok()) return c.error();
       h->data_ = c.value().data;
@@ -718,7 +801,7 @@ class PmemReader : public MemoryReader {
       if (c.value().desc.offset != 0) {
         // The pin: an OFD read lock on the extent's first byte, which writers
         // test before reusing it; the kernel drops it if this process dies.
-        h->pin_fd_ = h->store_->reopen();
+        h->pin_fd_ = h->store_->reopen(O_RDONLY);
         if (h->pin_fd_ < 0 || ofd_lock(h->pin_fd_, F_RDLCK, c.value().desc.offset, false) != 0)
           return util::errno_error(u.path, "pin the stream's version", errno);
       }
@@ -858,6 +941,8 @@ void detail::set_device_factory(std::function<std::unique_ptr<devices::Device>()
   reg.make_device = std::move(make);
 }
 
+void detail::fail_next_pool_lock(int err) { g_pool_lock_fault.store(err); }
+
 void detail::forget_pools() {
   Registry& reg = store_registry();
   std::lock_guard<std::mutex> g(reg.mu);
@@ -991,6 +1076,7 @@ Result<void> remove(std::string_view uri_in) {
       auto s = Store::get(u.value().path, false, 0);
       if (!s.ok()) return s.error();
       Store::Lock lock(*s.value());
+      if (!lock.ok()) return lock.error();
       return s.value()->dir().remove(u.value().name);
     }
   }
@@ -1011,6 +1097,7 @@ Result<std::vector<Info>> list(std::string_view where_in) {
   auto s = Store::get(where, false, 0);
   if (!s.ok()) return s.error();
   Store::Lock lock(*s.value());
+  if (!lock.ok()) return lock.error();
   return s.value()->dir().list();
 }
 

@@ -85,6 +85,35 @@ pid_t fork_stalled_writer(const std::string& uri, const std::vector<unsigned cha
   return wrote ? child : -1;
 }
 
+// A child that opens `uri` for writing (reserving `bytes`), writes `bytes`
+// and holds the stream open until a byte arrives on `go` (then closes it and
+// exits 0 if the commit succeeded). Returns once it has written.
+pid_t fork_held_writer(const std::string& uri, const std::vector<unsigned char>& bytes, int& go) {
+  int ready[2], start[2];
+  if (::pipe(ready) != 0 || ::pipe(start) != 0) return -1;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(start[1]);
+    cs::OpenOptions o;
+    o.size_hint = bytes.size();
+    auto s = cs::Stream::open(uri, cs::Mode::write, o);
+    if (!s.ok()) ::_exit(2);
+    std::fwrite(bytes.data(), 1, bytes.size(), s.value()->file());
+    std::fflush(s.value()->file());
+    (void)!::write(ready[1], "x", 1);
+    char c;
+    if (::read(start[0], &c, 1) != 1) ::_exit(5);
+    ::_exit(s.value()->close().ok() ? 0 : 3);
+  }
+  ::close(ready[1]);
+  ::close(start[0]);
+  go = start[1];
+  char c;
+  const bool wrote = child > 0 && ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  return wrote ? child : -1;
+}
+
 class Streams : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override { ::setenv("CAIRN_STREAM_POOL_SIZE", "64M", 1); }
@@ -413,6 +442,122 @@ TEST_F(PmemStreams, AZombieWriterHoldsNoLock) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   const auto b = read_bytes(uri("z"));
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data()), b.size()), "mine");
+}
+
+// The directory entry of stream `name`, through a mapping of the pool of its
+// own (the test's view of the shared state).
+cairn::stream::detail::StreamEntry* entry_of(cairn::pool::Pool& p, const std::string& name) {
+  namespace sd = cairn::stream::detail;
+  auto* dir = p.at(p.root(sd::kStreamRoot).offset);
+  const auto* h = reinterpret_cast<const sd::DirHeader*>(dir);
+  auto* e = reinterpret_cast<sd::StreamEntry*>(dir + sizeof(sd::DirHeader));
+  for (std::uint64_t i = 0; i < h->entry_count; ++i)
+    if (e[i].name_check != 0 && name == e[i].name) return &e[i];
+  return nullptr;
+}
+
+// Whether a writer is alive is not read from /proc: a writer in another pid
+// namespace sharing the pool, or hidden by hidepid=2, shows a pid that means
+// nothing here or names another process. Its extent must not be reclaimed.
+TEST_F(PmemStreams, ALiveWriterWhosePidMeansNothingHereKeepsItsExtent) {
+  write_bytes(uri("w"), pattern(1u << 20, 1));
+  const auto mine = pattern(4u << 20, 2);
+  int go = -1;
+  const pid_t child = fork_held_writer(uri("w"), mine, go);  // its extent: the first hole of 4 MiB
+  ASSERT_GT(child, 0);
+  {
+    auto p = cairn::pool::Pool::open(pool());
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    auto* e = entry_of(*p.value(), "w");
+    ASSERT_NE(e, nullptr);
+    ASSERT_EQ(e->owner.pid, static_cast<std::uint64_t>(child));
+    e->owner.pid = 1;  // what the writer's own pid namespace calls it: here, another process
+    e->owner.start = 1;
+  }
+  auto busy = cs::Stream::open(uri("w"), cs::Mode::write);
+  EXPECT_FALSE(busy.ok()) << "a live writer's stream was taken over";
+  if (!busy.ok()) {
+    EXPECT_EQ(busy.error().code, Errc::busy) << busy.error().message;
+  }
+  busy = cairn::Error{};  // (closes a writer that should not exist)
+  // First fit: this stream would take the writer's extent, had it been reclaimed.
+  cs::OpenOptions hint;
+  hint.size_hint = 4u << 20;
+  write_bytes(uri("x"), pattern(4u << 20, 3), hint);
+  ASSERT_EQ(::write(go, "x", 1), 1);
+  ::close(go);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(read_bytes(uri("w")), mine);
+  EXPECT_EQ(read_bytes(uri("x")), pattern(4u << 20, 3));
+}
+
+// A child forked by a writer's process inherits the writer's file
+// descriptors, but not its liveness: when the writer's process dies, the
+// stream is free although the child lives on.
+TEST_F(PmemStreams, AChildForkedByAWriterDoesNotKeepItAlive) {
+  write_bytes(uri("f"), pattern(1000, 1));
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t writer = ::fork();
+  ASSERT_GE(writer, 0);
+  if (writer == 0) {
+    ::close(ready[0]);
+    auto s = cs::Stream::open(uri("f"), cs::Mode::write);
+    if (!s.ok()) ::_exit(2);
+    std::fputs("never committed", s.value()->file());
+    std::fflush(s.value()->file());
+    const pid_t heir = ::fork();
+    if (heir == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    (void)!::write(ready[1], &heir, sizeof heir);
+    ::pause();  // killed here
+    ::_exit(4);
+  }
+  ::close(ready[1]);
+  pid_t heir = -1;
+  ASSERT_EQ(::read(ready[0], &heir, sizeof heir), static_cast<ssize_t>(sizeof heir));
+  ::close(ready[0]);
+  ::kill(writer, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(writer, &status, 0), writer);
+  auto w = cs::Stream::open(uri("f"), cs::Mode::write);
+  ::kill(heir, SIGKILL);  // reparented to init (or a subreaper), which reaps it
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  std::fputs("mine", w.value()->file());
+  ASSERT_TRUE(w.value()->close().ok());
+  const auto b = read_bytes(uri("f"));
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data()), b.size()), "mine");
+}
+
+// The pool lock's fcntl can fail (no OFD locks on that file system, no lock
+// records left): a typed error naming the pool and what to do, nothing done.
+TEST_F(PmemStreams, APoolLockThatCannotBeTakenIsATypedError) {
+  write_bytes(uri("l"), pattern(100, 1));
+  cs::detail::fail_next_pool_lock(ENOLCK);
+  auto w = cs::Stream::open(uri("l"), cs::Mode::write);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().code, Errc::io_error) << w.error().message;
+  EXPECT_NE(w.error().message.find(pool()), std::string::npos) << w.error().message;
+  EXPECT_NE(w.error().message.find("lock"), std::string::npos) << w.error().message;
+  cs::detail::fail_next_pool_lock(EINVAL);
+  auto r = cs::Stream::open(uri("l"), cs::Mode::read);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::unsupported) << r.error().message;
+  EXPECT_NE(r.error().message.find("/dev/shm"), std::string::npos) << r.error().message;
+  // A writer whose commit cannot take the lock commits nothing.
+  auto w2 = open_ok(uri("l"), cs::Mode::write);
+  ASSERT_TRUE(w2);
+  std::fputs("new", w2->file());
+  std::fflush(w2->file());
+  cs::detail::fail_next_pool_lock(ENOLCK);
+  EXPECT_FALSE(w2->close().ok());
+  EXPECT_EQ(read_bytes(uri("l")), pattern(100, 1));
+  write_bytes(uri("l"), pattern(200, 2));  // the failed writer is gone
+  EXPECT_EQ(read_bytes(uri("l")), pattern(200, 2));
 }
 
 // The process keeps a few pools mapped; a writer whose pool was dropped from

@@ -18,4 +18,7 @@ void set_device_factory(std::function<std::unique_ptr<devices::Device>()> make);
 // pool again, as a new process would. Open streams keep their own mapping.
 void forget_pools();
 
+// The next attempt to take a pool lock fails as fcntl would with `err`.
+void fail_next_pool_lock(int err);
+
 }  // namespace cairn::stream::detail
