@@ -18,16 +18,19 @@
 //
 // C0 and C1. Blocks that V(i) creates or copies go to DRAM (C0) when they lie
 // in a hot subtree (a C0 region, chosen by locational code), else to the pool
-// (C1). C0 is bounded by Options::dram_budget and by threshold_DRAM (free
-// system memory): past either, the least frequently accessed C0 region is
-// merged into C1 before the operating system would swap.
+// (C1); the few blocks above the regions are in DRAM whenever C0 is. C0 is
+// bounded by Options::dram_budget and by threshold_DRAM (free system memory):
+// past either, the least frequently accessed C0 region is merged into C1
+// before the operating system would swap.
 //
-// persist() (pm_persistent) merges C0 into C1, makes every block written in
-// this generation durable, then publishes the new root with one 8-byte commit
-// word (the pool's root selector: the seed's swap of ADDR(V_i) and
-// ADDR(V_{i-1})), then runs the dynamic layout transformation (feature-
-// directed sampling, seed §3.3). Its cost is proportional to the blocks
-// written since the last persist, not to the tree.
+// persist() (pm_persistent) gives every DRAM block that changed since the
+// last persist a pool copy (its twin) and keeps the DRAM block for the next
+// working version, makes every block written in this generation durable,
+// then publishes the new root with one 8-byte commit word (the pool's root
+// selector: the seed's swap of ADDR(V_i) and ADDR(V_{i-1})), then runs the
+// dynamic layout transformation (feature-directed sampling, seed §3.3). Its
+// cost is proportional to the blocks written since the last persist, not to
+// the tree.
 //
 // restore() (pm_restore) maps the pool and returns the committed version: no
 // work proportional to the tree happens before the application can read it.
@@ -35,10 +38,12 @@
 // that runs in the background; until it ends, new blocks come from fresh
 // pool space.
 //
-// Garbage collection marks from the committed root and the working root and
-// sweeps everything else: there is no allocation log, reachability is the
-// allocation state (as for every cairn structure). gc() runs it now; it also
-// runs when free pool space falls below threshold_NVBM.
+// Garbage collection marks from the committed root, the kept previous root
+// (keep_previous) and the working root, and sweeps everything else: there is
+// no allocation log, reachability is the allocation state (as for every
+// cairn structure). gc() runs it now; it also runs, when a new chunk is
+// needed and at the start of a persist, if free pool space has fallen below
+// threshold_NVBM or the tree's chunks have doubled since the last collection.
 //
 // Not thread-safe: one thread uses a tree at a time (the background
 // collector after restore is internal and reads only immutable blocks).
@@ -306,7 +311,6 @@ class Octree {
   class Impl;
 
  private:
-  Result<std::uint64_t> checksum_from(std::uint64_t root) const;
   friend struct detail::Factory;
   explicit Octree(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -1,0 +1,309 @@
+// impl.hpp — the PM-octree's state and the operations its source files
+// share (internal, not installed): Octree::Impl, the C0 slab, and the
+// failure path of the recursive operations.
+//
+// Where each part lives:
+//   format.hpp   on-media structs, child references, locational codes
+//   records.cpp  create/restore: the tree header, the commit records, attach
+//   chunks.cpp   the chunk store, garbage collection, verify()
+//   c0.cpp       the DRAM slab, C0 regions, merge/evict, layout transformation
+//   commit.cpp   persist(): the committed version's blocks, flush, record
+//   meshing.cpp  refine, coarsen, follow, balance, update (the writing walks)
+//   queries.cpp  the reading walks, stats, partition, VTK
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cairn/extended/pool.hpp"
+#include "octree/format.hpp"
+#include "octree/internal.hpp"
+
+namespace cairn::octree {
+
+namespace detail {
+
+// Internal failure: thrown inside the recursive operations, returned at the API.
+struct Fail {
+  Error error;
+};
+[[noreturn]] inline void fail(Errc c, std::string msg) { throw Fail{{c, std::move(msg)}}; }
+
+template <class F>
+auto guard(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Fail& e) {
+    return e.error;
+  } catch (const std::bad_alloc&) {
+    return Error{Errc::out_of_space, "out of DRAM"};
+  }
+}
+
+// DRAM blocks (C0): a slab of equal blocks, each preceded by 8 bytes that
+// hold its twin (see Octree::Impl::twin).
+class DramSlab {
+ public:
+  explicit DramSlab(std::size_t block_bytes) : bytes_(block_bytes + 8) {}
+  ~DramSlab();
+  DramSlab(const DramSlab&) = delete;
+  DramSlab& operator=(const DramSlab&) = delete;
+  std::byte* alloc();
+  void release(std::byte* b) {
+    free_.push_back(b);
+    --in_use_;
+  }
+  std::uint64_t in_use() const { return in_use_; }
+
+ private:
+  std::size_t bytes_;
+  std::vector<void*> chunks_;
+  std::vector<std::byte*> free_;
+  std::uint64_t in_use_ = 0;
+};
+
+// The same-level octant next to `o` in direction `dir`; false outside the domain.
+inline bool shifted(const Octant& o, const int dir[3], int dims, Octant& out) {
+  const std::int64_t len = o.length();
+  const std::int64_t c[3] = {static_cast<std::int64_t>(o.x) + dir[0] * len,
+                             static_cast<std::int64_t>(o.y) + dir[1] * len,
+                             static_cast<std::int64_t>(o.z) + (dims == 3 ? dir[2] : 0) * len};
+  for (int a = 0; a < dims; ++a)
+    if (c[a] < 0 || c[a] >= static_cast<std::int64_t>(kRootLength)) return false;
+  out = {o.level, static_cast<std::uint32_t>(c[0]), static_cast<std::uint32_t>(c[1]), static_cast<std::uint32_t>(c[2])};
+  return true;
+}
+
+}  // namespace detail
+
+class Octree::Impl {
+ public:
+  using Ref = detail::Ref;
+
+  ~Impl();
+
+  // ---- records.cpp: a new tree in `pool`, or the persisted one.
+  static Result<std::unique_ptr<Impl>> format(pool::Pool& pool, const Options& o, const detail::Internal& in);
+  static Result<std::unique_ptr<Impl>> attach(pool::Pool& pool, const Options& o, const detail::Internal& in);
+  void own_pool(std::unique_ptr<pool::Pool> p) { pool_owner_ = std::move(p); }
+
+  // ---- commit.cpp
+  Result<PersistStats> persist();
+
+  // ---- meshing.cpp
+  Result<void> refine(bool recursive, const RefineFn& fn, const InitFn& init, int max_level);
+  Result<void> coarsen(bool recursive, const CoarsenFn& fn, const MergeFn& merge);
+  Result<void> follow(const void* root, const Follow& fns);
+  Result<void> balance(Connect connect, const InitFn& init);
+  Result<void> update_leaves(const UpdateFn& fn);
+  Result<void> update_root(const UpdateFn& fn);
+
+  // ---- queries.cpp
+  Result<void> visit_leaves(const VisitFn& fn) const;
+  Result<std::uint64_t> checksum() const { return checksum_from(work_root_); }
+  Result<std::uint64_t> previous_checksum() const;
+  Result<std::uint64_t> leaf_count() const;
+  Result<LeafView> find_leaf(std::uint32_t x, std::uint32_t y, std::uint32_t z) const;
+  Result<std::vector<LeafView>> neighbours(const Octant& leaf, const int direction[3]) const;
+  Result<Stats> stats();
+  const std::byte* root_data() const { return data(work_root_, 0); }
+
+  // ---- chunks.cpp
+  Result<void> gc();
+  Result<void> verify();
+
+  // ---- c0.cpp
+  void set_feature(FeatureFn fn) { feature_ = std::move(fn); }
+  void transform_layout();
+
+  int dims() const { return dims_; }
+  std::uint32_t data_size() const { return data_size_; }
+  std::uint64_t version() const { return committed_gen_; }
+  const std::string& file() const { return file_; }
+
+ private:
+  struct Ops;  // meshing.cpp: the writing traversals
+
+  // ---- geometry of blocks
+  int dims_ = 3, fan_ = 8;
+  std::uint32_t data_size_ = 0;
+  std::size_t stride_ = 8, block_bytes_ = 0;
+
+  // ---- storage
+  std::unique_ptr<pool::Pool> pool_owner_;  // null when the pool is borrowed (crash harness)
+  pool::Pool* pool_ = nullptr;
+  std::byte* base_ = nullptr;
+  detail::Internal internal_;
+  std::uint64_t meta_ = 0;  // tree header extent
+  detail::TreeHeader* header_ = nullptr;
+  std::uint64_t* table_ = nullptr;  // chunk table
+  std::vector<std::uint64_t> chunks_;
+  using ChunkIndex = std::vector<std::pair<std::uint64_t, std::uint32_t>>;
+  ChunkIndex chunk_index_;  // sorted (offset, index)
+  std::uint64_t committed_chunks_ = 0;
+  std::uint64_t blocks_per_chunk_ = 0;
+  std::uint64_t bump_ = 0;  // next unused block of the last chunk
+  std::vector<std::uint64_t> free_;
+  std::vector<std::uint64_t> dirty_;       // pool blocks written in this generation
+  std::vector<std::uint64_t> next_dirty_;  // pool blocks of the next generation, made by commit
+  detail::DramSlab* slab_ = nullptr;
+  std::unique_ptr<detail::DramSlab> slab_owner_;
+
+  // ---- versions
+  Ref committed_root_ = 0, work_root_ = 0;
+  Ref work_next_root_ = 0;  // commit: the next working version's root
+  std::uint64_t committed_gen_ = 0;
+  // keep_previous (the header's flag): the version committed before
+  // committed_gen_ (0: none), whose blocks the collector keeps.
+  Ref previous_root_ = 0;
+  std::uint64_t previous_gen_ = 0;
+  std::uint32_t work_gen_ = 1;
+  bool gc_disabled_ = false;
+  // collect_if_low(): collect once the tree holds this many chunks (twice
+  // what the last collection found live, plus kGrowthChunks).
+  static constexpr std::uint64_t kGrowthChunks = 4;
+  std::uint64_t collect_at_chunks_ = kGrowthChunks;
+  std::uint64_t gc_runs_ = 0, merges_ = 0, merged_count_ = 0;
+  // NVM writes: cache lines the working version stored into pool blocks
+  // (new and copied blocks, merges, payload and pointer updates).
+  std::uint64_t nvm_store_lines_ = 0;
+  std::uint64_t block_lines_ = 0;  // lines of one block
+  bool charge_reads_ = false;      // the pool's device charges NVM reads (emulated)
+
+  // ---- background collection after restore
+  std::thread bg_;
+  std::atomic<bool> bg_done_{false};
+  bool bg_running_ = false;
+  std::uint64_t bg_chunks_ = 0;  // chunks [0, bg_chunks_) belong to the collector
+  std::vector<std::uint64_t> bg_free_;
+  Error bg_error_;
+
+  // ---- C0 regions
+  struct Region {
+    bool hot = false;
+    bool cold_now = false;  // merged out in this generation
+    std::uint64_t freq = 0;
+    std::uint64_t dram_blocks = 0;
+  };
+  int region_level_ = 1;
+  int depth_ = 0;            // finest level reached (an upper bound: coarsening does not lower it)
+  bool default_hot_ = true;  // no feature function chose yet: every region is hot
+  std::unordered_map<std::uint64_t, Region> regions_;
+  std::uint64_t dram_budget_ = 0, threshold_dram_ = 0;
+  double threshold_nvbm_ = 0.1, t_transform_ = 2.0;
+  std::uint64_t dram_allocs_since_check_ = 0;
+  bool evict_pending_ = false;
+  FeatureFn feature_;
+
+  std::string file_;  // the pool file
+
+  // ---- traversal state: frame d holds the block whose slots are the
+  // octants of level d (frame 0: the root block, one slot).
+  struct Frame {
+    Ref block = 0;
+    Octant parent;  // the octant whose children the block holds (unused in frame 0)
+    int slot = 0;
+  };
+  Frame path_[kMaxLevel + 2];
+
+  // ---- block access
+  std::byte* blk(Ref r) const {
+    return detail::in_dram(r) ? reinterpret_cast<std::byte*>(r & ~std::uint64_t{1}) : base_ + r;
+  }
+  detail::BlockHeader* hdr(Ref r) const { return reinterpret_cast<detail::BlockHeader*>(blk(r)); }
+  // A DRAM block's twin: the pool block that holds its contents in the
+  // committed version (written by the last persist), or 0 once the DRAM
+  // block has changed since (or never had one).
+  Ref& twin(Ref r) const { return *reinterpret_cast<Ref*>(blk(r) - 8); }
+  void stamp(Ref r) const {
+    detail::BlockHeader* h = hdr(r);
+    h->epoch = work_gen_;
+    h->check = detail::block_check(h->code, work_gen_);
+  }
+  std::uint64_t& child(Ref r, int s) const {
+    return *reinterpret_cast<std::uint64_t*>(blk(r) + sizeof(detail::BlockHeader) +
+                                             static_cast<std::size_t>(s) * stride_);
+  }
+  std::byte* data(Ref r, int s) const {
+    return blk(r) + sizeof(detail::BlockHeader) + static_cast<std::size_t>(s) * stride_ + 8;
+  }
+  bool writable(Ref r) const {
+    return detail::in_dram(r) || hdr(r)->epoch == work_gen_ || internal_.skip_copy_on_write;
+  }
+  int slots_of(int d) const { return d == 0 ? 1 : fan_; }
+  Octant octant_at(int d, int s) const { return d == 0 ? Octant{} : child_of(path_[d].parent, s); }
+  // Which child of the level-(level-1) ancestor of `o` contains it.
+  static int child_index(const Octant& o, int level) {
+    const int b = kMaxLevel - level;
+    return static_cast<int>(((o.x >> b) & 1u) | (((o.y >> b) & 1u) << 1) | (((o.z >> b) & 1u) << 2));
+  }
+  // Every store into a block of the working version: a DRAM block loses its
+  // twin (it differs from it now); a pool block counts as an NVM write.
+  void touch(Ref r) {
+    if (detail::in_dram(r)) {
+      if (!internal_.stale_twin) twin(r) = 0;
+    } else {
+      ++nvm_store_lines_;
+    }
+  }
+
+  // Checks a block reached from the octant whose code is `parent`.
+  // A traversal reaching a block: checked, and its read charged to an
+  // emulated NVM device when the block is in the pool.
+  void validate(Ref r, std::uint64_t parent) const;
+  void validate(Ref r, std::uint64_t parent, std::uint32_t max_epoch) const;
+
+  // ---- records.cpp
+  void configure(const Options& o);
+
+  // ---- c0.cpp: regions, DRAM blocks, merges
+  std::uint64_t region_of(const Octant& parent) const;
+  bool hot(std::uint64_t region);
+  Ref alloc_block(const Octant* parent);
+  void free_private(Ref r);
+  Ref copy_block(Ref r, const Octant* parent);
+  Ref merge(Ref r);
+  void merge_all();
+  void maybe_evict();
+  void evict(std::uint64_t region);
+
+  // ---- chunks.cpp: the chunk store and the collector
+  void add_chunk();
+  Ref nvm_alloc();
+  void install_background_gc();
+  void collected();
+  void collect_if_low();
+  struct Marks {
+    std::vector<std::vector<std::uint64_t>> bits;  // per chunk
+  };
+  bool locate_block(const ChunkIndex& chunk_index, Ref r, std::uint32_t& chunk, std::uint64_t& index) const;
+  void mark(Ref r, std::uint64_t parent_code, Marks& m, const ChunkIndex& index, std::uint32_t max_epoch) const;
+  Marks fresh_marks(std::size_t nchunks) const;
+  Error stop_background_gc();
+  void collect();
+  void start_background_gc();
+
+  // ---- commit.cpp
+  std::pair<Ref, Ref> commit(Ref r);
+  Ref next_generation_copy(Ref r);
+  Ref commit_root(Ref r);
+
+  // ---- meshing.cpp
+  void make_writable(int d);
+  Ref split(int d, int s, const InitFn& init);
+
+  // ---- queries.cpp
+  template <class Leaf>
+  void walk(Ref r, const Octant& parent, bool is_root, const Leaf& leaf) const;
+  Result<std::uint64_t> checksum_from(Ref root) const;
+};
+
+}  // namespace cairn::octree

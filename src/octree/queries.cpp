@@ -1,0 +1,310 @@
+// queries.cpp — the PM-octree's reading walks (visit, checksum, find,
+// neighbours, faces), partition, VTK output and stats(). None of them
+// changes the tree; each checks every block it enters.
+#include <fstream>
+#include <tuple>
+#include <unordered_set>
+
+#include "octree/impl.hpp"
+
+namespace cairn::octree {
+
+using namespace detail;
+
+// Read-only depth-first traversal of a version from `root`, leaves in Morton
+// order; validates every block it enters.
+template <class Leaf>
+void Octree::Impl::walk(Ref r, const Octant& parent, bool is_root, const Leaf& leaf) const {
+  const Impl& t = *this;
+  const int n = is_root ? 1 : t.fan_;
+  for (int s = 0; s < n; ++s) {
+    const Octant o = is_root ? Octant{} : child_of(parent, s);
+    const Ref c = t.child(r, s);
+    if (c == 0) {
+      leaf(o, t.data(r, s));
+      continue;
+    }
+    t.validate(c, pack(o));
+    walk(c, o, false, leaf);
+  }
+}
+
+Result<void> Octree::Impl::visit_leaves(const VisitFn& fn) const {
+  const Impl& t = *this;
+  return guard([&]() -> Result<void> {
+    t.walk(t.work_root_, Octant{}, true, [&](const Octant& o, const std::byte* d) { fn(o, d); });
+    return {};
+  });
+}
+
+Result<std::uint64_t> Octree::Impl::previous_checksum() const {
+  if (previous_root_ == 0) return make_error(Errc::no_version, file_ + ": no previous version is kept (keep_previous)");
+  return checksum_from(previous_root_);
+}
+
+Result<std::uint64_t> Octree::Impl::checksum_from(Ref root) const {
+  const Impl& t = *this;
+  return guard([&]() -> Result<std::uint64_t> {
+    std::uint64_t h = 0x243F6A8885A308D3ull;
+    t.walk(root, Octant{}, true, [&](const Octant& o, const std::byte* d) {
+      h = util::hash_combine(h, util::mix64(pack(o)));
+      if (t.data_size_ > 0) h = util::hash_combine(h, util::hash_bytes(d, t.data_size_));
+    });
+    return h;
+  });
+}
+
+Result<std::uint64_t> Octree::Impl::leaf_count() const {
+  const Impl& t = *this;
+  return guard([&]() -> Result<std::uint64_t> {
+    std::uint64_t n = 0;
+    t.walk(t.work_root_, Octant{}, true, [&](const Octant&, const std::byte*) { ++n; });
+    return n;
+  });
+}
+
+Result<LeafView> Octree::Impl::find_leaf(std::uint32_t x, std::uint32_t y, std::uint32_t z) const {
+  const Impl& t = *this;
+  if (x >= kRootLength || y >= kRootLength || z >= kRootLength || (t.dims_ == 2 && z != 0))
+    return make_error(Errc::invalid_argument, "point outside the domain");
+  return guard([&]() -> Result<LeafView> {
+    const Octant p{kMaxLevel, x, y, z};
+    Ref r = t.work_root_;
+    int s = 0;
+    Octant o{};
+    for (;;) {
+      const Ref c = t.child(r, s);
+      if (c == 0) return LeafView{o, t.data(r, s)};
+      t.validate(c, pack(o));
+      s = Impl::child_index(p, o.level + 1);
+      r = c;
+      o = child_of(o, s);
+    }
+  });
+}
+
+Result<std::vector<LeafView>> Octree::Impl::neighbours(const Octant& leaf, const int direction[3]) const {
+  const Impl& t = *this;
+  return guard([&]() -> Result<std::vector<LeafView>> {
+    std::vector<LeafView> out;
+    Octant q;
+    if (!shifted(leaf, direction, t.dims_, q)) return out;
+    // Down from the root towards q.
+    Ref r = t.work_root_;
+    int s = 0;
+    Octant o{};
+    while (o.level < q.level) {
+      const Ref c = t.child(r, s);
+      if (c == 0) {
+        out.push_back({o, t.data(r, s)});  // a coarser leaf
+        return out;
+      }
+      t.validate(c, pack(o));
+      s = Impl::child_index(q, o.level + 1);
+      r = c;
+      o = child_of(o, s);
+    }
+    // q itself: a leaf, or the finer leaves of q that touch `leaf`.
+    std::vector<std::tuple<Ref, int, Octant>> stack{{r, s, o}};
+    while (!stack.empty()) {
+      auto [br, bs, oc] = stack.back();
+      stack.pop_back();
+      const Ref c = t.child(br, bs);
+      if (c == 0) {
+        out.push_back({oc, t.data(br, bs)});
+        continue;
+      }
+      t.validate(c, pack(oc));
+      for (int k = t.fan_ - 1; k >= 0; --k) {
+        const Octant ch = child_of(oc, k);
+        bool touches = true;
+        const std::uint32_t cc[3] = {ch.x, ch.y, ch.z}, qc[3] = {q.x, q.y, q.z};
+        for (int a = 0; a < t.dims_ && touches; ++a) {
+          if (direction[a] > 0) touches = cc[a] == qc[a];
+          if (direction[a] < 0) touches = cc[a] + ch.length() == qc[a] + q.length();
+        }
+        if (touches) stack.push_back({c, k, ch});
+      }
+    }
+    return out;
+  });
+}
+
+Result<void> Octree::visit_faces(const FaceFn& fn) const {
+  std::vector<LeafView> leaves;
+  if (auto v = visit_leaves([&](const Octant& o, const std::byte* d) { leaves.push_back({o, d}); }); !v.ok())
+    return v.error();
+  for (const LeafView& l : leaves)
+    for (int axis = 0; axis < dims(); ++axis)
+      for (int upper = 0; upper < 2; ++upper) {
+        int dir[3] = {0, 0, 0};
+        dir[axis] = upper ? 1 : -1;
+        auto n = neighbours(l.octant, dir);
+        if (!n.ok()) return n.error();
+        const auto& nb = n.value();
+        if (nb.empty())
+          fn(l, axis, upper != 0, nullptr);
+        else if (nb.size() == 1 && nb[0].octant.level < l.octant.level)
+          fn(l, axis, upper != 0, &nb[0]);  // hanging: from the fine side
+        else if (nb.size() == 1 && nb[0].octant.level == l.octant.level && upper)
+          fn(l, axis, true, &nb[0]);  // conforming: once, from the lower leaf
+      }
+  return {};
+}
+
+Result<std::vector<std::uint64_t>> Octree::partition(
+    int parts, const std::function<double(const Octant&, const std::byte*)>& weight) const {
+  if (parts < 1) return make_error(Errc::invalid_argument, "partition: parts must be at least 1");
+  std::vector<double> w;
+  if (auto v = visit_leaves([&](const Octant& o, const std::byte* d) { w.push_back(weight ? weight(o, d) : 1.0); });
+      !v.ok())
+    return v.error();
+  double total = 0;
+  for (double x : w) total += x;
+  std::vector<std::uint64_t> bounds{0};
+  double acc = 0;
+  std::size_t i = 0;
+  for (int p = 1; p < parts; ++p) {
+    const double target = total * p / parts;
+    while (i < w.size() && acc + w[i] / 2 < target) acc += w[i++];
+    bounds.push_back(i);
+  }
+  bounds.push_back(w.size());
+  return bounds;
+}
+
+Result<void> Octree::write_vtk(const std::string& path, const std::vector<Field>& fields) const {
+  std::vector<LeafView> leaves;
+  if (auto v = visit_leaves([&](const Octant& o, const std::byte* d) { leaves.push_back({o, d}); }); !v.ok())
+    return v.error();
+  std::ofstream f(path);
+  if (!f) return make_error(Errc::io_error, "cannot write " + path);
+  const int dims = this->dims(), corners = 1 << dims;
+  // VTK corner order: quads counter-clockwise; hexahedra bottom then top.
+  static const int order[8][3] = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {0, 1, 0},
+                                  {0, 0, 1}, {1, 0, 1}, {1, 1, 1}, {0, 1, 1}};
+  f << "<?xml version=\"1.0\"?>\n<VTKFile type=\"UnstructuredGrid\" version=\"0.1\" byte_order=\"LittleEndian\">\n"
+    << "<UnstructuredGrid>\n<Piece NumberOfPoints=\"" << leaves.size() * static_cast<std::size_t>(corners)
+    << "\" NumberOfCells=\"" << leaves.size() << "\">\n<Points>\n"
+    << "<DataArray type=\"Float64\" NumberOfComponents=\"3\" format=\"ascii\">\n";
+  f.precision(17);
+  const double scale = 1.0 / kRootLength;
+  for (const LeafView& l : leaves)
+    for (int c = 0; c < corners; ++c) {
+      const double len = l.octant.length();
+      f << (l.octant.x + order[c][0] * len) * scale << ' ' << (l.octant.y + order[c][1] * len) * scale << ' '
+        << (dims == 3 ? (l.octant.z + order[c][2] * len) * scale : 0.0) << '\n';
+    }
+  f << "</DataArray>\n</Points>\n<Cells>\n<DataArray type=\"Int64\" Name=\"connectivity\" format=\"ascii\">\n";
+  for (std::size_t i = 0; i < leaves.size() * static_cast<std::size_t>(corners); ++i) f << i << '\n';
+  f << "</DataArray>\n<DataArray type=\"Int64\" Name=\"offsets\" format=\"ascii\">\n";
+  for (std::size_t i = 1; i <= leaves.size(); ++i) f << i * static_cast<std::size_t>(corners) << '\n';
+  f << "</DataArray>\n<DataArray type=\"UInt8\" Name=\"types\" format=\"ascii\">\n";
+  for (std::size_t i = 0; i < leaves.size(); ++i) f << (dims == 3 ? 12 : 9) << '\n';
+  f << "</DataArray>\n</Cells>\n<CellData>\n<DataArray type=\"Int32\" Name=\"level\" format=\"ascii\">\n";
+  for (const LeafView& l : leaves) f << l.octant.level << '\n';
+  f << "</DataArray>\n";
+  for (const Field& fd : fields) {
+    f << "<DataArray type=\"Float64\" Name=\"" << fd.name << "\" format=\"ascii\">\n";
+    for (const LeafView& l : leaves) f << fd.value(l.octant, l.data) << '\n';
+    f << "</DataArray>\n";
+  }
+  f << "</CellData>\n</Piece>\n</UnstructuredGrid>\n</VTKFile>\n";
+  if (!f) return make_error(Errc::io_error, "writing " + path + " failed");
+  return {};
+}
+
+Result<Stats> Octree::Impl::stats() {
+  Impl& t = *this;
+  return guard([&]() -> Result<Stats> {
+    t.install_background_gc();
+    Stats st;
+    st.block_bytes = t.block_bytes_;
+    st.committed_version = t.committed_gen_;
+    st.previous_version = t.previous_gen_;
+    st.merges = t.merges_;
+    st.nvm_store_lines = t.nvm_store_lines_;
+    st.gc_runs = t.gc_runs_;
+    for (const auto& [c, g] : t.regions_)
+      if (g.dram_blocks > 0 || g.hot) ++st.c0_regions;
+    std::unordered_set<Ref> committed;
+    if (t.committed_root_ != 0) {
+      std::vector<Ref> stack{t.committed_root_};
+      while (!stack.empty()) {
+        const Ref r = stack.back();
+        stack.pop_back();
+        if (!committed.insert(r).second) continue;
+        const int n = r == t.committed_root_ ? 1 : t.fan_;
+        for (int s = 0; s < n; ++s)
+          if (const Ref c = t.child(r, s); c != 0) stack.push_back(c);
+      }
+    }
+    std::unordered_set<Ref> work;
+    std::vector<std::pair<Ref, int>> stack{{t.work_root_, 0}};
+    while (!stack.empty()) {
+      const auto [r, level] = stack.back();
+      stack.pop_back();
+      work.insert(r);
+      ++st.blocks;
+      if (in_dram(r)) {
+        st.dram_bytes += t.block_bytes_;
+        // A C0 block equal to its twin holds committed contents: a cached copy.
+        if (t.twin(r) != 0 && committed.count(t.twin(r))) st.shared_bytes += t.block_bytes_;
+      } else if (committed.count(r)) {
+        st.shared_bytes += t.block_bytes_;
+      }
+      const int n = r == t.work_root_ ? 1 : t.fan_;
+      for (int s = 0; s < n; ++s) {
+        ++st.octants;
+        if (const Ref c = t.child(r, s); c != 0)
+          stack.push_back({c, level + 1});
+        else {
+          ++st.leaves;
+          st.depth = std::max(st.depth, r == t.work_root_ ? 0 : level);
+        }
+      }
+    }
+    std::uint64_t nvm_blocks = 0;
+    for (const Ref r : work)
+      if (!in_dram(r)) ++nvm_blocks;
+    for (const Ref r : committed)
+      if (!work.count(r)) ++nvm_blocks;
+    if (t.previous_root_ != 0) {
+      std::unordered_set<Ref> seen;
+      std::vector<Ref> todo{t.previous_root_};
+      while (!todo.empty()) {
+        const Ref r = todo.back();
+        todo.pop_back();
+        if (committed.count(r) || work.count(r) || !seen.insert(r).second) continue;
+        ++st.previous_blocks;
+        const int n = r == t.previous_root_ ? 1 : t.fan_;
+        for (int s = 0; s < n; ++s)
+          if (const Ref c = t.child(r, s); c != 0) todo.push_back(c);
+      }
+    }
+    st.nvm_bytes = nvm_blocks * t.block_bytes_;
+    st.version_bytes = st.blocks * t.block_bytes_;
+    st.free_blocks = t.free_.size();
+    st.chunk_blocks = t.chunks_.size() * t.blocks_per_chunk_;
+    const auto& a = t.pool_->arena();
+    st.pool_free_bytes =
+        (a.block_count() - a.blocks_in_use()) * a.block_size() + t.free_.size() * t.block_bytes_ +
+        (t.chunks_.empty() ? 0 : (t.blocks_per_chunk_ - std::min(t.bump_, t.blocks_per_chunk_)) * t.block_bytes_);
+    return st;
+  });
+}
+
+Result<void> Octree::visit_leaves(const VisitFn& fn) const { return impl_->visit_leaves(fn); }
+Result<std::uint64_t> Octree::checksum() const { return impl_->checksum(); }
+Result<std::uint64_t> Octree::previous_checksum() const { return impl_->previous_checksum(); }
+Result<std::uint64_t> Octree::leaf_count() const { return impl_->leaf_count(); }
+Result<LeafView> Octree::find_leaf(std::uint32_t x, std::uint32_t y, std::uint32_t z) const {
+  return impl_->find_leaf(x, y, z);
+}
+Result<std::vector<LeafView>> Octree::neighbours(const Octant& leaf, const int direction[3]) const {
+  return impl_->neighbours(leaf, direction);
+}
+Result<Stats> Octree::stats() const { return impl_->stats(); }
+const std::byte* Octree::root_data() const { return impl_->root_data(); }
+
+}  // namespace cairn::octree
