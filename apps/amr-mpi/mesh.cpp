@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <span>
 
 #include "util/hash.hpp"
+#include "util/io.hpp"
 
 namespace cairn::apps::amr_mpi {
 
@@ -65,19 +67,9 @@ Result<void> write_partition(const std::string& path, const Partition& p) {
   std::vector<std::uint64_t> w{kPartMagic, static_cast<std::uint64_t>(p.level), static_cast<std::uint64_t>(p.ranks())};
   w.insert(w.end(), p.first.begin(), p.first.end());
   w.push_back(util::hash_bytes(w.data(), w.size() * 8, 0));
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return make_error(Errc::io_error, "cannot create " + tmp + ": " + std::strerror(errno));
-  const auto bytes = static_cast<ssize_t>(w.size() * 8);
-  const bool ok = ::write(fd, w.data(), static_cast<std::size_t>(bytes)) == bytes && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0)
-    return make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  if (const int dfd = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return {};
+  util::AtomicFileOptions o;
+  o.what = "the partition";
+  return util::write_file_atomically(path, std::as_bytes(std::span(w)), o);
 }
 
 Result<Partition> read_partition(const std::string& path, int ranks, int level) {

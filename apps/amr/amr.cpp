@@ -14,9 +14,12 @@
 #include <fstream>
 #include <iterator>
 #include <numbers>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
+
+#include "util/io.hpp"
 
 namespace cairn::apps::amr {
 
@@ -262,7 +265,7 @@ std::uint64_t fnv(const void* p, std::size_t n, std::uint64_t h = 0xcbf29ce48422
   return h;
 }
 
-// Write, fsync, rename, fsync the directory: the file strategy's protocol.
+// Written atomically (util::write_file_atomically: the file strategy's protocol).
 Result<std::uint64_t> write_snapshot(const Config& c, std::uint64_t step, const Octree& tree) {
   std::vector<unsigned char> buf(sizeof kSnapMagic + 16);
   std::memcpy(buf.data(), kSnapMagic, sizeof kSnapMagic);
@@ -281,29 +284,11 @@ Result<std::uint64_t> write_snapshot(const Config& c, std::uint64_t step, const 
   const std::uint64_t sum = fnv(buf.data(), buf.size());
   buf.resize(buf.size() + 8);
   std::memcpy(buf.data() + buf.size() - 8, &sum, 8);
-  const std::string path = snapshot_path(c), tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return make_error(Errc::io_error, "cannot create " + tmp + ": " + std::strerror(errno));
-  std::size_t done = 0;
-  while (done < buf.size()) {
-    const ssize_t w = ::write(fd, buf.data() + done, buf.size() - done);
-    if (w <= 0) {
-      const int err = errno;
-      ::close(fd);
-      return make_error(err == ENOSPC ? Errc::out_of_space : Errc::io_error,
-                        "cannot write " + tmp + ": " + std::strerror(err));
-    }
-    done += static_cast<std::size_t>(w);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0)
-    return make_error(Errc::io_error, "cannot sync " + tmp + ": " + std::strerror(errno));
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    return make_error(Errc::io_error, "cannot rename " + tmp + ": " + std::strerror(errno));
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  if (const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  util::AtomicFileOptions o;
+  o.what = "the snapshot of step " + std::to_string(step);
+  o.mode = 0600;
+  if (auto r = util::write_file_atomically(snapshot_path(c), std::as_bytes(std::span(buf)), o); !r.ok())
+    return r.error();
   return static_cast<std::uint64_t>(buf.size());
 }
 

@@ -418,31 +418,21 @@ void PfsFlusher::write(std::uint64_t version, const std::vector<std::byte>& payl
   h.version = version;
   h.bytes = payload.size();
   h.checksum = payload_checksum(block_hashes(payload.data(), payload.size()));
-  const std::string final_path = file(version);
-  const std::string tmp = final_path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    result_ = util::errno_error(tmp, "cannot create the flushed version", errno);
-    return;
-  }
-  int err = util::pwrite_full(fd, &h, sizeof h, 0);
-  if (!err) err = util::pwrite_full(fd, payload.data(), payload.size(), sizeof h);
-  if (!err && ::fsync(fd) != 0) err = errno;
-  ::close(fd);
-  if (!err && ::rename(tmp.c_str(), final_path.c_str()) != 0) err = errno;
-  if (!err) {
-    const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      if (::fsync(dfd) != 0) err = errno;
-      ::close(dfd);
-    }
-  }
-  if (err) {
-    ::unlink(tmp.c_str());
-    result_ = util::errno_error(final_path, "flushing version " + std::to_string(version) + " failed", err,
-                                "check the space and permissions of the flush directory");
-    return;
-  }
+  util::AtomicFileOptions o;
+  o.what = "flushed version " + std::to_string(version);
+  o.advice = [](Errc code) {
+    return code == Errc::io_error ? std::string("check the flush directory's file system")
+                                  : std::string("check the space and permissions of the flush directory");
+  };
+  result_ = util::write_file_atomically(
+      file(version),
+      [&](int fd) {
+        int err = util::pwrite_full(fd, &h, sizeof h, 0);
+        if (err == 0) err = util::pwrite_full(fd, payload.data(), payload.size(), sizeof h);
+        return err;
+      },
+      o);
+  if (!result_.ok()) return;
   // Keep the two newest complete versions.
   const auto v = versions();
   std::error_code ec;

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <tuple>
 
+#include "tests/support/syscall_faults.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace {
@@ -151,6 +152,53 @@ TEST(PfsFlusher, DamagedTruncatedOrForeignFilesAreCorrupted) {
   EXPECT_NE(r.error().message.find("truncated"), std::string::npos) << r.error().message;
   std::vector<std::byte> other_size(kBytes * 2);
   EXPECT_EQ(f.read(7, other_size).error().code, Errc::corrupted);
+}
+
+// A flush is written atomically (util::write_file_atomically): a flushed
+// version whose directory cannot be opened for its fsync, or whose directory
+// fsync fails, is reported failed (the flusher once skipped the fsync when
+// the open failed); a failed write leaves no temporary and no new version.
+TEST(PfsFlusher, AFlushNotMadeDurableFailsNamingTheDirectory) {
+  using cairn::testing::Syscall;
+  using cairn::testing::SyscallFault;
+  TempDir dir;
+  {
+    PfsFlusher f(dir.path(), "job", 0, 2);
+    ASSERT_TRUE(f.start(1, pattern(kBytes, 1)).ok());
+    ASSERT_TRUE(f.wait().ok());
+    SyscallFault fault(Syscall::open_dir, 1, EACCES);
+    ASSERT_TRUE(f.start(2, pattern(kBytes, 2)).ok());
+    auto r = f.wait();
+    ASSERT_TRUE(fault.delivered());
+    ASSERT_FALSE(r.ok()) << "a flush whose directory was never fsynced was reported durable";
+    EXPECT_EQ(r.error().code, Errc::permission_denied) << r.error().message;
+    EXPECT_NE(r.error().message.find(dir.path() + ": "), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("flushed version 2"), std::string::npos) << r.error().message;
+    // The failure is reported again to the next flush, which does not start.
+    EXPECT_FALSE(f.start(3, pattern(kBytes, 3)).ok());
+  }
+  {
+    PfsFlusher f(dir.path(), "job", 1, 2);
+    SyscallFault fault(Syscall::fsync, 2, EIO);  // the file's, then the directory's
+    ASSERT_TRUE(f.start(3, pattern(kBytes, 3)).ok());
+    auto r = f.wait();
+    ASSERT_TRUE(fault.delivered());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::io_error) << r.error().message;
+    EXPECT_NE(r.error().message.find("fsync of the directory"), std::string::npos) << r.error().message;
+  }
+  {
+    PfsFlusher f(dir.path(), "other", 0, 2);
+    SyscallFault fault(Syscall::fsync, 1, EIO);
+    ASSERT_TRUE(f.start(4, pattern(kBytes, 4)).ok());
+    auto r = f.wait();
+    ASSERT_TRUE(fault.delivered());
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find(f.file(4) + ".tmp"), std::string::npos) << r.error().message;
+    EXPECT_FALSE(std::filesystem::exists(f.file(4) + ".tmp"));
+    EXPECT_FALSE(std::filesystem::exists(f.file(4)));
+    EXPECT_TRUE(f.versions().empty());
+  }
 }
 
 }  // namespace

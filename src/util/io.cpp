@@ -1,11 +1,14 @@
-// io.cpp — errno mapping, EINTR-safe positional I/O and /proc/meminfo (see io.hpp).
+// io.cpp — errno mapping, EINTR-safe positional I/O, the atomic file write
+// and /proc/meminfo (see io.hpp).
 #include "util/io.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 namespace cairn::util {
@@ -74,6 +77,129 @@ int pwrite_full(int fd, const void* buf, std::size_t n, std::uint64_t off, std::
     off += static_cast<std::uint64_t>(w);
   }
   return 0;
+}
+
+const char* write_step_name(WriteStep step) noexcept {
+  switch (step) {
+    case WriteStep::done: return "done";
+    case WriteStep::create: return "create";
+    case WriteStep::write: return "write";
+    case WriteStep::fsync: return "fsync";
+    case WriteStep::rename: return "rename";
+    case WriteStep::open_dir: return "open_dir";
+    case WriteStep::fsync_dir: return "fsync_dir";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string general_advice(Errc code) {
+  switch (code) {
+    case Errc::not_found: return "the directory must exist";
+    case Errc::permission_denied: return "the process needs write access to the directory";
+    case Errc::device_full: return "free space on the file system, or write elsewhere";
+    default: return "check the file system and its device (the kernel log may say more)";
+  }
+}
+
+// One atomic write in progress: the temporary's name and how to report a step
+// that failed.
+class AtomicWriter {
+ public:
+  AtomicWriter(const std::string& path, const AtomicFileOptions& o, WriteStep* failed_at)
+      : path_(path), tmp_(path + ".tmp"), o_(o), failed_at_(failed_at) {
+    if (failed_at_ != nullptr) *failed_at_ = WriteStep::done;
+  }
+  const std::string& tmp() const { return tmp_; }
+
+  // Steps 1 and 2 with a descriptor: create, fill, fsync, close.
+  Result<void> write_tmp(const FillFd& fill) {
+    const int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, static_cast<mode_t>(o_.mode));
+    if (fd < 0) return fail(WriteStep::create, tmp_, "creating " + o_.what + " under a temporary name", errno);
+    int err = fill(fd);
+    WriteStep step = WriteStep::write;
+    if (err == 0 && ::fsync(fd) != 0) {
+      err = errno;
+      step = WriteStep::fsync;
+    }
+    if (::close(fd) != 0 && err == 0 && errno != EINTR) err = errno;  // NFS reports late write errors here
+    if (err != 0) return fail(step, tmp_, (step == WriteStep::fsync ? "fsync of " : "writing ") + o_.what, err);
+    return {};
+  }
+
+  // Step 2 for a temporary written by name.
+  Result<void> sync_tmp() {
+    const int fd = ::open(tmp_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(WriteStep::fsync, tmp_, "opening " + o_.what + " for its fsync", errno);
+    const int err = ::fsync(fd) != 0 ? errno : 0;
+    ::close(fd);
+    if (err != 0) return fail(WriteStep::fsync, tmp_, "fsync of " + o_.what, err);
+    return {};
+  }
+
+  // Steps 3 and 4: the rename (the commit point) and the directory's fsync.
+  Result<void> commit() {
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+      return fail(WriteStep::rename, path_, "renaming " + o_.what + " into place from " + tmp_, errno);
+    const std::string parent = std::filesystem::path(path_).parent_path().string();
+    const std::string dir =
+        parent.empty() ? std::string(".") : parent;  // (assigning "." trips GCC 12's -Wrestrict at -O3)
+    int dfd = o_.dir_fd;
+    if (dfd < 0) {
+      dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (dfd < 0)
+        return fail(WriteStep::open_dir, dir, "opening the directory to make " + o_.what + " durable", errno);
+    }
+    const int err = ::fsync(dfd) != 0 ? errno : 0;
+    if (dfd != o_.dir_fd) ::close(dfd);
+    if (err != 0) return fail(WriteStep::fsync_dir, dir, "fsync of the directory after renaming " + o_.what, err);
+    return {};
+  }
+
+  // The error of a failed step; before the rename, the temporary is removed.
+  Error fail(WriteStep step, const std::string& file, const std::string& doing, int err) {
+    if (failed_at_ != nullptr) *failed_at_ = step;
+    const bool in_place = step == WriteStep::open_dir || step == WriteStep::fsync_dir;
+    if (!in_place) ::unlink(tmp_.c_str());
+    const Errc code = errc_from_errno(err);
+    const std::string state =
+        in_place ? "the new " + path_ + " is in place but may not survive a power failure" : path_ + " is unchanged";
+    return errno_error(file, doing, err, state + "; " + (o_.advice ? o_.advice(code) : general_advice(code)));
+  }
+
+ private:
+  const std::string& path_;
+  std::string tmp_;
+  const AtomicFileOptions& o_;
+  WriteStep* failed_at_;
+};
+
+}  // namespace
+
+Result<void> write_file_atomically(const std::string& path, const FillFd& fill, const AtomicFileOptions& o,
+                                   WriteStep* failed_at) {
+  AtomicWriter w(path, o, failed_at);
+  if (auto r = w.write_tmp(fill); !r.ok()) return r;
+  return w.commit();
+}
+
+Result<void> write_file_atomically(const std::string& path, std::span<const std::byte> data, const AtomicFileOptions& o,
+                                   WriteStep* failed_at) {
+  return write_file_atomically(
+      path, [&](int fd) { return pwrite_full(fd, data.data(), data.size(), 0); }, o, failed_at);
+}
+
+Result<void> write_file_atomically_by_name(const std::string& path, const FillPath& fill, const AtomicFileOptions& o,
+                                           WriteStep* failed_at) {
+  AtomicWriter w(path, o, failed_at);
+  if (auto r = fill(w.tmp()); !r.ok()) {
+    if (failed_at != nullptr) *failed_at = WriteStep::write;
+    ::unlink(w.tmp().c_str());
+    return r;
+  }
+  if (auto r = w.sync_tmp(); !r.ok()) return r;
+  return w.commit();
 }
 
 std::uint64_t memory_available() {

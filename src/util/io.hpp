@@ -1,10 +1,13 @@
 // io.hpp — system-call helpers every layer shares (internal): the errno →
-// Errc mapping behind typed errors, and pread/pwrite loops that retry EINTR
-// and short transfers.
+// Errc mapping behind typed errors, pread/pwrite loops that retry EINTR and
+// short transfers, and the one atomic file write every layer commits a file
+// with.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 
 #include "cairn/error.hpp"
@@ -34,6 +37,60 @@ long long pread_full(int fd, void* buf, std::size_t n, std::uint64_t off);
 // counts the calls made in *calls if given.
 int pwrite_full(int fd, const void* buf, std::size_t n, std::uint64_t off, std::size_t chunk = SIZE_MAX,
                 std::uint64_t* calls = nullptr);
+
+// ---- atomic file write ----
+//
+// write_file_atomically(path, ...) replaces `path` by new contents so that
+// after a crash at any point the name holds either the old file (or nothing,
+// if there was none) or the whole new one. Durability order:
+//   1. create <path>.tmp (truncating a stale one) and write the contents;
+//   2. fsync it (the data is durable before it has the name);
+//   3. rename it to <path> (atomic: the commit point);
+//   4. fsync <path>'s directory (the rename is durable).
+// A failure in 1-3 removes the temporary and leaves <path> as it was. A
+// failure in 4 (the directory cannot be opened, or its fsync fails) leaves the
+// new file under its name, but whether it survives a power failure is unknown;
+// it is reported all the same, never skipped. Every error names the file, the
+// step and what to do; `failed_at` (when given) says which step failed.
+
+enum class WriteStep : std::uint8_t {
+  done,       // no failure
+  create,     // creating the temporary
+  write,      // writing it (the fill callback, or closing it)
+  fsync,      // fsync of the temporary
+  rename,     // renaming it into place
+  open_dir,   // opening the directory for its fsync (the new file is in place)
+  fsync_dir,  // fsync of the directory (the new file is in place)
+};
+const char* write_step_name(WriteStep step) noexcept;
+
+struct AtomicFileOptions {
+  // What the file is, for messages: "checkpoint version 3".
+  std::string what = "the file";
+  // What to do about a failure of the given code, appended to the message;
+  // empty: general advice (free space, a writable directory, ...).
+  std::function<std::string(Errc)> advice;
+  unsigned mode = 0644;
+  // An open descriptor of the file's directory to fsync in step 4, or -1 to
+  // open (and close) the directory here.
+  int dir_fd = -1;
+};
+
+// Fills the temporary through its descriptor (opened O_WRONLY at offset 0):
+// 0, or the errno of the call that failed.
+using FillFd = std::function<int(int fd)>;
+Result<void> write_file_atomically(const std::string& path, const FillFd& fill, const AtomicFileOptions& o = {},
+                                   WriteStep* failed_at = nullptr);
+// The whole file from one buffer.
+Result<void> write_file_atomically(const std::string& path, std::span<const std::byte> data,
+                                   const AtomicFileOptions& o = {}, WriteStep* failed_at = nullptr);
+// For a library that creates and writes a file by name (HDF5): fill(tmp)
+// creates and closes the temporary itself, then steps 2-4 follow. A failed
+// fill's error is returned as it is (it should name tmp), the temporary
+// removed.
+using FillPath = std::function<Result<void>(const std::string& tmp)>;
+Result<void> write_file_atomically_by_name(const std::string& path, const FillPath& fill,
+                                           const AtomicFileOptions& o = {}, WriteStep* failed_at = nullptr);
 
 // Bytes the kernel reports as available for new allocations (MemAvailable in
 // /proc/meminfo), 0 if unknown.

@@ -124,17 +124,19 @@ struct Fd {
   Fd& operator=(const Fd&) = delete;
 };
 
-// An errno as a typed error (util::errc_from_errno) with what a user of
-// the file strategy should do about it.
-Error io_error(const std::string& path, const char* what, int err) {
-  switch (util::errc_from_errno(err)) {
-    case Errc::not_found:
-      return util::errno_error(path, what, err, "set Options::dir (or CAIRN_POOL_DIR) to an existing directory");
-    case Errc::permission_denied:
-      return util::errno_error(path, what, err, "checkpoints need a directory the process can write");
-    case Errc::device_full: return util::errno_error(path, what, err, "free space or choose another directory");
-    default: return util::errno_error(path, what, err);
+// What a user of the file strategy should do about an error of this code.
+std::string advice(Errc code) {
+  switch (code) {
+    case Errc::not_found: return "set Options::dir (or CAIRN_POOL_DIR) to an existing directory";
+    case Errc::permission_denied: return "checkpoints need a directory the process can write";
+    case Errc::device_full: return "free space or choose another directory";
+    default: return "";
   }
+}
+
+// An errno as a typed error (util::errc_from_errno) with that advice.
+Error io_error(const std::string& path, const char* what, int err) {
+  return util::errno_error(path, what, err, advice(util::errc_from_errno(err)));
 }
 
 // Writes all of [p, p+n) at off, in calls of at most kIoChunk; 0 or errno.
@@ -440,54 +442,54 @@ Result<void> FileCheckpoint::commit(Layout& layout, std::uint64_t version) {
     std::memcpy(meta.data() + sizeof h + m.descs.size() * sizeof(RegionDesc), m.pointers.data(),
                 m.pointers.size() * sizeof(PointerRecord));
 
-  // 1. The whole checkpoint under a temporary name, durable (and its HDF5
-  // copy, renamed into place already: without the checkpoint it is no version).
+  // 1-2. The whole checkpoint under a temporary name, durable, then renamed
+  // into place and the directory fsynced (util::write_file_atomically; its
+  // HDF5 copy first, renamed into place already: without the checkpoint it is
+  // no version).
   if (hdf5_)
     if (auto r = write_hdf5(hdf5_path_of(version), name_, layout, version); !r.ok()) return r;
-  const std::string final_path = path_of(version), tmp = final_path + ".tmp";
   std::uint64_t calls = 0;
-  {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.fd < 0) return io_error(tmp, "create", errno);
-    int err = pwrite_all(fd.fd, meta.data(), meta.size(), 0, calls);
-    for (std::size_t i = 0; err == 0 && i < layout.entries.size(); ++i)
-      err = pwrite_all(fd.fd, layout.entries[i].latest(), sizes[i], m.region_offset[i], calls);
-    if (err == 0 && ::fsync(fd.fd) != 0) err = errno;
-    if (err != 0) {
-      ::unlink(tmp.c_str());
+  util::AtomicFileOptions ao;
+  ao.what = "checkpoint version " + std::to_string(version);
+  ao.advice = advice;
+  ao.dir_fd = dir_fd_;
+  util::WriteStep failed = util::WriteStep::done;
+  auto written = util::write_file_atomically(
+      path_of(version),
+      [&](int fd) {
+        int err = pwrite_all(fd, meta.data(), meta.size(), 0, calls);
+        for (std::size_t i = 0; err == 0 && i < layout.entries.size(); ++i)
+          err = pwrite_all(fd, layout.entries[i].latest(), sizes[i], m.region_offset[i], calls);
+        return err;
+      },
+      ao, &failed);
+  if (written.ok() || failed >= util::WriteStep::rename) {  // the temporary was written and fsynced
+    io_.flush_calls += calls;
+    io_.bytes_flushed += h.file_bytes;
+    io_.lines_flushed += (h.file_bytes + 63) / 64;
+    io_.copied_bytes += h.file_bytes;
+    io_.msyncs += 1;
+    io_.drains += 1;
+    for (auto s : sizes) bytes_copied += s;
+  }
+  if (!written.ok()) {
+    if (failed != util::WriteStep::fsync_dir) {
+      // Nothing renamed: the previous checkpoint stands and nothing is in doubt.
       if (hdf5_) ::unlink(hdf5_path_of(version).c_str());
-      return io_error(tmp, "writing the checkpoint", err);
+      return written;
     }
-  }
-  io_.flush_calls += calls;
-  io_.bytes_flushed += h.file_bytes;
-  io_.lines_flushed += (h.file_bytes + 63) / 64;
-  io_.copied_bytes += h.file_bytes;
-  io_.msyncs += 1;
-  io_.drains += 1;
-  for (auto s : sizes) bytes_copied += s;
-
-  // 2. The commit point: the rename, made durable by the directory's fsync.
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    if (hdf5_) ::unlink(hdf5_path_of(version).c_str());
-    return io_error(final_path, "renaming the new checkpoint into place", err);
-  }
-  if (::fsync(dir_fd_) != 0) {
     // The rename may or may not be durable, and after a failed fsync Linux
     // may report the next one clean without writing what this one lost: no
     // later commit can be trusted in this directory. Refuse them.
-    const int err = errno;
-    Error e = io_error(dir_, "fsync of the checkpoint directory", err);
+    Error e = std::move(written).error();
     poisoned_ = "fsync of " + dir_ + " failed after version " + std::to_string(version) + " was renamed into place (" +
-                std::strerror(err) + ")";
+                e.message + ")";
     e.message += "; version " + std::to_string(version) +
                  " is not committed, though after a power failure it may be found. Further commits are refused: "
                  "fix the file system, then reopen the state and restore it";
     return e;
   }
-  io_.msyncs += 1;
+  io_.msyncs += 1;  // the directory's fsync
   io_.drains += 1;
   const std::optional<std::uint64_t> previous = committed_;
   committed_ = version;

@@ -106,31 +106,29 @@ Result<void> check_hdf5_names(const Layout& layout) {
 
 Result<void> write_hdf5(const std::string& path, const std::string& state, const Layout& layout,
                         std::uint64_t version) {
-  const std::string tmp = path + ".tmp";
-  auto fail = [&](const char* what) {
-    ::unlink(tmp.c_str());
-    return make_error(Errc::io_error, tmp + ": the HDF5 library failed " + what +
-                                          " (a full device or an unwritable directory?); version " +
-                                          std::to_string(version) + " is not committed");
-  };
-  {
-    QuietHdf5 quiet;
-    H5Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-    if (!file.ok()) return fail("to create the file");
-    if (!write_scalar_attr(file.get(), "cairn_version", H5T_NATIVE_UINT64, &version) ||
-        !write_string_attr(file.get(), "cairn_state", state))
-      return fail("to write the file's attributes");
-    for (const auto& e : layout.entries)
-      if (!write_region(file.get(), e)) return fail(("to write region '" + e.name + "'").c_str());
-    if (!file.close()) return fail("to close the file");
-  }
-  const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  const int err = fd < 0 ? errno : (::fsync(fd) != 0 ? errno : 0);
-  if (fd >= 0) ::close(fd);
-  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) == 0) return {};
-  const int e = err != 0 ? err : errno;
-  ::unlink(tmp.c_str());
-  return util::errno_error(path, err != 0 ? "fsync of the HDF5 export" : "renaming the HDF5 export into place", e);
+  util::AtomicFileOptions o;
+  o.what = "the HDF5 export of version " + std::to_string(version);
+  o.advice = [&](Errc) { return "version " + std::to_string(version) + " is not committed"; };
+  return util::write_file_atomically_by_name(
+      path,
+      [&](const std::string& tmp) -> Result<void> {
+        auto fail = [&](const char* what) {
+          return make_error(Errc::io_error, tmp + ": the HDF5 library failed " + std::string(what) +
+                                                " (a full device or an unwritable directory?); version " +
+                                                std::to_string(version) + " is not committed");
+        };
+        QuietHdf5 quiet;
+        H5Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+        if (!file.ok()) return fail("to create the file");
+        if (!write_scalar_attr(file.get(), "cairn_version", H5T_NATIVE_UINT64, &version) ||
+            !write_string_attr(file.get(), "cairn_state", state))
+          return fail("to write the file's attributes");
+        for (const auto& e : layout.entries)
+          if (!write_region(file.get(), e)) return fail(("to write region '" + e.name + "'").c_str());
+        if (!file.close()) return fail("to close the file");
+        return {};
+      },
+      o);
 }
 
 }  // namespace cairn::persist::detail
