@@ -39,9 +39,20 @@
 // Writers and readers of one pmem: pool coordinate through an OFD lock on the
 // pool file, held only while the stream directory changes (open, growth,
 // commit, close); the bytes are written without it. One writer per stream at
-// a time (a second gets Errc::busy, naming the writer's pid). A writer that
-// dies leaves the last committed version in place; its unfinished extent is
-// reclaimed by the next process that opens a stream of the pool.
+// a time (a second gets Errc::busy, naming the writer's pid). A writer is
+// alive while it holds an OFD lock on its directory entry's byte of the pool
+// file, which the kernel drops when its process ends: no pid is looked up
+// in /proc, so a writer in another pid namespace sharing the pool, or hidden
+// by hidepid=2, stays alive. A writer that dies leaves the last committed
+// version in place; its unfinished extent is reclaimed by the next process
+// that opens a stream of the pool.
+//
+// Closing a writer is its commit, and a commit fails (Errc::poisoned or
+// Errc::io_error; fclose returns EOF with errno EIO) when any write-back of
+// the pool failed: the previous version stays the last one. A writer whose
+// Stream is destroyed by an exception's unwinding commits nothing, as an
+// uncommitted LMDB transaction is aborted; Stream::abandon does the same
+// explicitly.
 #pragma once
 
 #include <cstddef>
@@ -95,7 +106,12 @@ class Stream {
   // $CAIRN_STREAM_PREFIX) for reading or writing.
   static Result<std::unique_ptr<Stream>> open(std::string_view uri, Mode mode, const OpenOptions& options = {});
 
-  ~Stream();  // an unclosed writer is closed (committed) here; errors are lost: call close()
+  // An unclosed writer is closed (committed) here, its errors lost: call
+  // close(). But a writer destroyed while an exception unwinds the stack
+  // (std::uncaught_exceptions() greater than when it was opened) abandons
+  // instead: an exception between open and close never publishes a
+  // truncated version. Readers are released.
+  ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
@@ -114,6 +130,12 @@ class Stream {
   // A writer that saw any error (pool full, I/O error) commits nothing and
   // returns that error.
   Result<void> close();
+  // Writers: drop what was written and commit nothing (pmem:, mem: the
+  // previous version stays the last one; file:, which has no versions, is
+  // closed as it is, without fsync). Readers: as close(). For error paths
+  // that return without an exception: a writer left to its destructor
+  // would commit.
+  Result<void> abandon();
   // Hands the FILE* to the caller (the C API): fclose then commits or
   // releases, and frees everything. The Stream is empty afterwards.
   std::FILE* release();
@@ -126,6 +148,7 @@ class Stream {
   std::unique_ptr<std::streambuf> buf_;
   std::string uri_;
   Mode mode_ = Mode::read;
+  int uncaught_at_open_ = 0;  // std::uncaught_exceptions() when opened
 };
 
 // The URI `name` maps to: unchanged if it has a scheme, else

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <istream>
 #include <map>
@@ -394,16 +395,22 @@ class Handle {
   virtual int seek(off64_t* pos, int whence) = 0;
   // Writers commit (unless an error was seen), readers release.
   virtual Result<void> finish() = 0;
+  // Writers drop what they wrote, committing nothing; readers release.
+  virtual Result<void> drop() { return finish(); }
   virtual std::span<const std::byte> view() { return {}; }
 
   Result<void> close() {
     if (closed_) return result_;
     closed_ = true;
-    result_ = finish();
+    result_ = dropping_ ? drop() : finish();
     if (!result_.ok()) fail(result_.error());
     return result_;
   }
   bool closed() const { return closed_; }
+  // close() will drop instead of commit; writes from now on (the FILE*'s
+  // buffer, flushed as it closes) are discarded.
+  void drop_at_close() { dropping_ = true; }
+  bool dropping() const { return dropping_; }
 
  protected:
   // A failed read or write: the first error is kept (close reports it).
@@ -432,6 +439,7 @@ class Handle {
 
  private:
   bool closed_ = false;
+  bool dropping_ = false;
   Result<void> result_;
 };
 
@@ -477,6 +485,12 @@ class FileWriter : public Handle {
     return static_cast<ssize_t>(n);
   }
   int seek(off64_t* to, int whence) override { return seek_in(pos_, end_, to, whence, UINT64_MAX / 2); }
+  // A file has no versions: what was written stays, unsynced.
+  Result<void> drop() override {
+    ::close(fd_);
+    fd_ = -1;
+    return {};
+  }
   Result<void> finish() override {
     if (sync_ && error_.code == Errc::ok && ::fsync(fd_) != 0) error_ = util::errno_error(path_, "fsync", errno);
     if (::close(fd_) != 0 && error_.code == Errc::ok) error_ = util::errno_error(path_, "close", errno);
@@ -612,6 +626,10 @@ class MemWriter : public Handle {
     return static_cast<ssize_t>(n);
   }
   int seek(off64_t* to, int whence) override { return seek_in(pos_, v_->length, to, whence, UINT64_MAX / 2); }
+  Result<void> drop() override {
+    release();
+    return {};
+  }
   Result<void> finish() override {
     auto& reg = mem_registry();
     std::lock_guard<std::mutex> g(reg.mu);
@@ -765,6 +783,13 @@ class PmemWriter : public Handle {
     drop_liveness();  // after the directory says nobody writes it
     return out;
   }
+  Result<void> drop() override {
+    Store::Lock lock(*store_);
+    if (lock.ok()) store_->dir().abandon(entry_);
+    drop_liveness();  // without the lock: the next reclaim frees the extent
+    if (!lock.ok()) return lock.error();
+    return {};
+  }
 
  private:
   void drop_liveness() {
@@ -855,7 +880,8 @@ cookie_io_functions_t cookie_functions() {
   cookie_io_functions_t f{};
   f.read = [](void* c, char* buf, size_t n) -> ssize_t { return static_cast<Cookie*>(c)->handle->read(buf, n); };
   f.write = [](void* c, const char* buf, size_t n) -> ssize_t {
-    return static_cast<Cookie*>(c)->handle->write(buf, n);
+    Handle& h = *static_cast<Cookie*>(c)->handle;
+    return h.dropping() ? static_cast<ssize_t>(n) : h.write(buf, n);
   };
   f.seek = [](void* c, off64_t* pos, int whence) { return static_cast<Cookie*>(c)->handle->seek(pos, whence); };
   f.close = [](void* c) {
@@ -983,10 +1009,23 @@ Result<std::unique_ptr<Stream>> Stream::open(std::string_view uri_in, Mode mode,
   s->handle_ = h.value();
   s->uri_ = uri;
   s->mode_ = mode;
+  s->uncaught_at_open_ = std::uncaught_exceptions();
   return s;
 }
 
-Stream::~Stream() { (void)close(); }
+Stream::~Stream() {
+  // A writer destroyed by an exception's unwinding was interrupted: what it
+  // wrote is not a version (as LMDB aborts an uncommitted transaction).
+  if (mode_ == Mode::write && std::uncaught_exceptions() > uncaught_at_open_)
+    (void)abandon();
+  else
+    (void)close();
+}
+
+Result<void> Stream::abandon() {
+  if (handle_ && !handle_->closed()) handle_->drop_at_close();
+  return close();
+}
 
 std::iostream& Stream::ios() {
   if (!ios_) {

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -231,6 +232,65 @@ TEST_P(Streams, ANewVersionReplacesTheOldOneOnlyAtClose) {
   }
   ASSERT_TRUE(w->close().ok());
   EXPECT_EQ(read_bytes(u), v2);
+}
+
+// An exception between open and close must not publish what was written so
+// far (LMDB aborts an uncommitted transaction); the stream is free again.
+TEST_P(Streams, AWriterDestroyedByAnExceptionCommitsNothing) {
+  const std::string u = uri("interrupted");
+  write_bytes(u, pattern(50000, 1));
+  try {
+    auto w = open_ok(u, cs::Mode::write);
+    ASSERT_TRUE(w);
+    const auto half = pattern(30000, 2);
+    ASSERT_EQ(std::fwrite(half.data(), 1, half.size(), w->file()), half.size());
+    w->ios() << "and more, buffered";
+    throw std::runtime_error("the solver diverged");
+  } catch (const std::runtime_error&) {
+  }
+  if (std::string(GetParam()) != "file") {  // a file has no versions
+    EXPECT_EQ(read_bytes(u), pattern(50000, 1)) << "a truncated version was published";
+  }
+  write_bytes(u, pattern(70000, 3));
+  EXPECT_EQ(read_bytes(u), pattern(70000, 3));
+}
+
+// Without an exception the destructor still commits (as an ofstream's
+// closes the file); abandon() is the explicit way out.
+TEST_P(Streams, TheDestructorCommitsAndAbandonDoesNot) {
+  const std::string u = uri("scoped");
+  {
+    auto w = open_ok(u, cs::Mode::write);
+    ASSERT_TRUE(w);
+    w->ios() << "kept";
+  }
+  const auto kept = read_bytes(u);
+  EXPECT_EQ(std::string(kept.begin(), kept.end()), "kept");
+  auto w = open_ok(u, cs::Mode::write);
+  ASSERT_TRUE(w);
+  w->ios() << "dropped";
+  EXPECT_TRUE(w->abandon().ok());
+  EXPECT_TRUE(w->close().ok()) << "closing after abandon is harmless";
+  if (std::string(GetParam()) != "file") {
+    const auto after = read_bytes(u);
+    EXPECT_EQ(std::string(after.begin(), after.end()), "kept");
+  }
+  // A stream opened while an exception is already in flight (in a
+  // destructor run by the unwinding) commits when it goes out of scope.
+  struct WritesOnUnwind {
+    std::string u;
+    ~WritesOnUnwind() {
+      auto s = cs::Stream::open(u, cs::Mode::write);
+      if (s.ok()) s.value()->ios() << "written while unwinding";
+    }
+  };
+  try {
+    WritesOnUnwind guard{u};
+    throw std::runtime_error("unwind");
+  } catch (const std::runtime_error&) {
+  }
+  const auto unwound = read_bytes(u);
+  EXPECT_EQ(std::string(unwound.begin(), unwound.end()), "written while unwinding");
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, Streams, ::testing::Values("file", "mem", "pmem"));
