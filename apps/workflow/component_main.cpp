@@ -41,6 +41,7 @@ int component_main(std::string_view name, int argc, char** argv) {
   }
   // Fault injection for the workflow's kill tests: die after this fraction of the output.
   if (const char* k = std::getenv("CAIRN_WORKFLOW_KILL"); k != nullptr && *k != '\0') p.kill_fraction = std::atof(k);
+  if (const char* w = std::getenv("CAIRN_WORKFLOW_KILL_WAIT"); w != nullptr) p.kill_wait = w;
   auto t = run_component(component, p);
   if (!t.ok()) {
     std::fprintf(stderr, "workflow-%s: error: %s\n", component.c_str(), t.error().message.c_str());

@@ -1,6 +1,9 @@
 // components.cpp — the workflow's five components and their stream format.
 #include "apps/workflow/components.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -39,6 +42,15 @@ std::string header(const Output& o, const Params& p) {
   return buf;
 }
 
+// Announces the kill point by creating `path`, then waits for the SIGKILL
+// from outside (SIGALRM ends a wait nobody ends, after 10 minutes).
+void wait_to_be_killed(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd >= 0) ::close(fd);
+  ::alarm(600);
+  for (;;) ::pause();
+}
+
 // Writes every output; with fault injection, dies part-way (flushed first, so
 // the uncommitted bytes are really in the stream's buffer or file).
 Result<void> write_outputs(const std::vector<Output>& outputs, const Params& p, Times& t) {
@@ -60,6 +72,7 @@ Result<void> write_outputs(const std::vector<Output>& outputs, const Params& p, 
       written += n * sizeof(Record);
       if (written >= kill_at) {
         std::fflush(f);
+        if (!p.kill_wait.empty()) wait_to_be_killed(p.kill_wait);
         std::raise(SIGKILL);
       }
     }

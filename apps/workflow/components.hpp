@@ -44,6 +44,10 @@ struct Params {
   // this fraction of the component's output bytes is written, it flushes and
   // SIGKILLs itself. < 0: never.
   double kill_fraction = -1;
+  // With kill_fraction ($CAIRN_WORKFLOW_KILL_WAIT): instead of killing itself
+  // at that point it creates this file and waits to be killed from outside,
+  // so that a test's kill of the whole workflow lands there by construction.
+  std::string kill_wait;
 };
 
 // Where a component spent its time; read and write include opening and

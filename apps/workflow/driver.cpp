@@ -193,7 +193,7 @@ class Runner {
   Runner(const Config& c, const std::vector<std::string>& env) : c_(c) {
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string s(*e);
-      if (!s.starts_with("CAIRN_STREAM_") && !s.starts_with("CAIRN_WORKFLOW_KILL=")) env_.push_back(s);
+      if (!s.starts_with("CAIRN_STREAM_") && !s.starts_with("CAIRN_WORKFLOW_KILL")) env_.push_back(s);
     }
     env_.insert(env_.end(), env.begin(), env.end());
     bin_dir_ = c.bin_dir;
@@ -250,6 +250,7 @@ class Runner {
   Child start(const Step& s, int part, const Kill* kill) {
     std::vector<std::string> env = env_;
     if (kill != nullptr) env.push_back("CAIRN_WORKFLOW_KILL=" + std::to_string(kill->fraction));
+    if (kill != nullptr && !c_.kill_wait.empty()) env.push_back("CAIRN_WORKFLOW_KILL_WAIT=" + c_.kill_wait);
     return spawn(bin_dir_ + "/workflow-" + s.component, arguments(s, c_.params, part), env);
   }
 
@@ -401,6 +402,8 @@ Result<Report> run_workflow(const Config& c) {
     return make_error(Errc::invalid_argument,
                       "mem: streams live in this process: --resume and --kill need a process coupling (pmem)");
 
+  if (!c.kill_wait.empty() && c.kill.empty())
+    return make_error(Errc::invalid_argument, "--kill-wait names where the component of --kill waits: give --kill");
   const std::vector<Step> steps = plan(c);
   auto kill = choose_kill(c, steps);
   if (!kill.ok()) return kill.error();

@@ -48,6 +48,10 @@ struct Config {
   // kill_cycle (-1: chosen by the seed), in one part (chosen by the seed).
   std::string kill;
   int kill_cycle = -1;
+  // With kill: the component does not kill itself; it creates this file at
+  // the kill point and waits there to be killed from outside (by a test that
+  // kills the whole workflow when the file appears).
+  std::string kill_wait;
   std::uint64_t seed = 1;
   bool resume = false;          // continue after the last committed step
   std::uint64_t pool_size = 0;  // pmem: 0 = sized from level_max

@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   cli.add_option("--tol", c.params.tol, "refine above this indicator")->check(CLI::PositiveNumber);
   cli.add_option("--kill", c.kill, "kill this component (or 'random') mid-write once; it is rerun alone");
   cli.add_option("--kill-cycle", c.kill_cycle, "the cycle of the kill (default: chosen by --seed)");
+  cli.add_option("--kill-wait", c.kill_wait,
+                 "with --kill: create this file at the kill point and wait there to be killed from outside");
   cli.add_option("--seed", c.seed, "chooses the kill's run, part and moment");
   cli.add_flag("--resume", c.resume, "continue after the last step the stored progress records");
   cli.add_option("--pool-size", c.pool_size, "pmem: pool bytes (default: from --level-max)");

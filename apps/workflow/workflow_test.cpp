@@ -286,23 +286,43 @@ pid_t spawn_driver(const std::vector<std::string>& args) {
   return rc == 0 ? pid : -1;
 }
 
+// Waits until `path` exists (the run's progress signal) or the process `pid`
+// has ended; true if the file came. The bound only turns a broken run into a
+// failure instead of a hang: the kill waits for the signal, never for a time.
+bool wait_for_file(const std::string& path, pid_t pid) {
+  for (int i = 0; i < 60000; ++i) {
+    if (fs::exists(path)) return true;
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
 // The whole workflow (driver and the running component) dies by SIGKILL at a
-// random moment; --resume reruns only the unfinished step onwards.
+// random point of a component's output in a random step after the first
+// cycle; --resume reruns only the unfinished step onwards. The kill lands
+// inside the run by construction: the component creates a file at the point
+// (--kill-wait) and waits there, and the test kills the process group when
+// the file appears.
 TEST(WorkflowKill, AKilledDriverResumesAtItsUnfinishedStep) {
   ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);  // the killed driver's component becomes our child
   auto clean = run_workflow(small("pmem"));
   ASSERT_TRUE(clean.ok()) << clean.error().message;
-  const double duration = clean.value().total_s;
   std::mt19937 rng(5);
-  int interrupted = 0;
   for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
     const std::string dir = scratch("resume" + std::to_string(round));
+    const std::string kill_point = dir + ".at-kill-point";
+    fs::remove(kill_point);
     const Config c = small("pmem");
-    const pid_t pid = spawn_driver({"--coupling", "pmem", "--dir", dir, "--cycles", "4", "--parts", "2", "--level-min",
-                                    "3", "--level-max", "7", "--sweeps", "20", "--quiet"});
+    const std::string cycle = std::to_string(std::uniform_int_distribution<int>(1, 3)(rng));
+    const std::string seed = std::to_string(rng());
+    const pid_t pid = spawn_driver({"--coupling", "pmem",   "--dir",       dir,           "--cycles",    "4",
+                                    "--parts",    "2",      "--level-min", "3",           "--level-max", "7",
+                                    "--sweeps",   "20",     "--quiet",     "--kill",      "random",      "--kill-cycle",
+                                    cycle,        "--seed", seed,          "--kill-wait", kill_point});
     ASSERT_GT(pid, 0);
-    const double delay = 0.02 + std::uniform_real_distribution<double>(0.2, 0.9)(rng) * duration;
-    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    const bool at_point = wait_for_file(kill_point, pid);
     ::killpg(pid, SIGKILL);
     // Reap the driver and, as their subreaper, the component it was running: the restart begins once
     // the whole workflow is gone, as after a crash (a component still dying, under the sanitizers
@@ -311,20 +331,18 @@ TEST(WorkflowKill, AKilledDriverResumesAtItsUnfinishedStep) {
     ::waitpid(pid, &status, 0);
     while (::waitpid(-pid, nullptr, 0) > 0) {
     }
+    fs::remove(kill_point);
+    ASSERT_TRUE(at_point) << "the workflow ended before its component reached the kill point";
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the driver was not killed";
     Config resume = c;
     resume.dir = dir;
     resume.resume = true;
     auto r = run_workflow(resume);
-    if (!r.ok() && r.error().code == Errc::not_found) {  // killed before its first record: start afresh
-      resume.resume = false;
-      r = run_workflow(resume);
-    }
     ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_EQ(r.value().checksum, clean.value().checksum) << "killed after " << delay << " s";
-    if (WIFSIGNALED(status) && r.value().first_step > 0) ++interrupted;
+    EXPECT_EQ(r.value().checksum, clean.value().checksum) << "killed in cycle " << cycle << ", seed " << seed;
+    EXPECT_GT(r.value().first_step, 0) << "the resume did not start at the unfinished step (cycle " << cycle << ")";
     fs::remove_all(dir);
   }
-  EXPECT_GE(interrupted, 1) << "no kill landed inside the run: the delays are too long";
 }
 
 }  // namespace
