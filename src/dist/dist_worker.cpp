@@ -10,11 +10,18 @@
 // Output, one line per rank and event (parsed by the test):
 //   restored rank=R version=G lanes=A,B match=1
 //   done rank=R version=T match=1
+// Files in --dir for a test that kills ranks from outside: pid.R (the
+// compute process, once its storage is open) and, with --progress-at V,
+// progress.R once the rank committed V. With --await-kill R, rank R's first
+// compute process does not commit the last version: it waits there to be
+// killed, so a kill sent on the progress file lands inside the run whatever
+// the machine's load.
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +49,8 @@ struct Args {
   std::uint64_t changing_words = 0;  // 0: every word changes every version; else only the first this many
   cairn::apps::SuperviseSwitches supervise;
   int kill_signal = SIGKILL;
+  std::uint64_t progress_at = 0;  // 0: no progress file
+  std::vector<int> await_kill;    // ranks whose first compute process waits to be killed before the last version
 };
 
 // Version v of rank r's state, from version v-1 (version 0: the initial state).
@@ -145,8 +154,16 @@ int compute(const Args& a, cairn::dist::Context& ctx_ref) {
     c[1] = static_cast<std::uint64_t>(rank);
   }
 
+  const bool awaits_kill =
+      !ctx->restarted() && std::find(a.await_kill.begin(), a.await_kill.end(), rank) != a.await_kill.end();
   for (std::uint64_t v = start + 1; v <= a.iterations; ++v) {
     if (killer && a.kill_when == "compute" && v == a.kill_at && !ctx->restarted()) raise(a.kill_signal);
+    if (awaits_kill && v == a.iterations) {
+      std::fprintf(stderr, "dist_worker: rank %d: waiting to be killed before version %llu (--await-kill)\n", rank,
+                   static_cast<unsigned long long>(v));
+      ::alarm(600);  // a kill that never comes ends the job rather than hangs it
+      for (;;) ::pause();
+    }
     if (killer && a.kill_when == "node-loss" && v == a.kill_at && !a.resume) {
       // The whole node goes: its directory with it, then this rank (mpirun
       // ends the others, its node neighbours included).
@@ -158,6 +175,7 @@ int compute(const Args& a, cairn::dist::Context& ctx_ref) {
     count->as<std::uint64_t>()[0] += v;
     if (a.sleep_us) std::this_thread::sleep_for(std::chrono::microseconds(a.sleep_us));
     ctx->commit().value();
+    if (v == a.progress_at) std::ofstream(a.dir + "/progress." + std::to_string(rank)) << v << "\n";
   }
   const std::uint64_t end = std::max(start, a.iterations);
   const auto& s = ctx->stats();
@@ -194,6 +212,8 @@ int main(int argc, char** argv) {
   a.dist.add_to(cli);
   cli.add_option("--changing-words", a.changing_words, "only the first N words change each version (0: all)");
   a.supervise.add_to(cli);
+  cli.add_option("--progress-at", a.progress_at, "each rank creates progress.RANK in --dir once it committed this");
+  cli.add_option("--await-kill", a.await_kill, "this rank waits to be killed before its last version (repeatable)");
   std::string signal_name = "KILL";
   cli.add_option("--kill-signal", signal_name, "KILL | SEGV | BUS (--kill-when compute)")
       ->check(CLI::IsMember({"KILL", "SEGV", "BUS"}));
