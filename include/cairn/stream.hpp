@@ -186,13 +186,20 @@ struct StageReport {
 // of `from` = pmem:POOL, one stream pmem:POOL#NAME, or every mem: stream
 // ("mem:"), each to DIR/NAME (a name's '/' make subdirectories); or, if
 // `from` has no scheme, that file as it is (a whole pool: stage it when no
-// writer is active). Files are written in 16 MiB chunks by all threads and
-// fsynced.
+// writer is active; a file that changes while it is read is refused with
+// Errc::busy, one that shrinks with Errc::truncated). Files are written in
+// 16 MiB chunks by all threads to DIR/NAME.tmp, fsynced, renamed into place
+// and their directories fsynced: a destination is never truncated in place,
+// and a stage that fails leaves every destination as it was.
 Result<StageReport> stage_out(std::string_view from, const std::string& dir, const StageOptions& options = {});
 // Copies in every regular file under directory `from` (or the one file
 // `from`) to `to`: pmem:POOL makes each a committed stream named by its path
 // relative to `from` (pmem:POOL#NAME for a single file), or, if `to` has no
-// scheme, a file in directory `to`. Streams are written one per thread.
+// scheme, a file in directory `to` (written as stage_out writes). Streams
+// are written one per thread. Only a whole, stable copy of a file is
+// committed: a file that shrinks while it is read gives Errc::truncated, one
+// that grows or is written to meanwhile Errc::busy, and its stream keeps its
+// previous version.
 Result<StageReport> stage_in(const std::string& from, std::string_view to, const StageOptions& options = {});
 
 // The bytes behind a reader FILE* that Stream::open or cairn_stream_open

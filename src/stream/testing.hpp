@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "cairn/extended/device.hpp"
 
@@ -20,5 +21,10 @@ void forget_pools();
 
 // The next attempt to take a pool lock fails as fcntl would with `err`.
 void fail_next_pool_lock(int err);
+
+// Called before each read of a file being staged (stage_in, stage_out of a
+// file) with its path and the offset about to be read, and once more at its
+// size, before the check that it did not change; empty: none.
+void set_stage_read_hook(std::function<void(const std::string& path, std::uint64_t offset)> hook);
 
 }  // namespace cairn::stream::detail
