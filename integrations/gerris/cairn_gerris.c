@@ -294,7 +294,30 @@ static void write_header(CairnPersist* p, GfsSimulation* sim, FILE* f, guint64 o
   }
 }
 
-/* Reads and checks a header; returns the event states (nevents of them). */
+/* Reads n items of `size` bytes into a buffer it allocates (one byte more, so
+ * never empty), growing it as the data arrives: a count damaged to a huge
+ * value ends as a short read, never as one huge allocation. NULL if the stream
+ * holds fewer than n items. */
+static char* read_items(FILE* f, size_t size, guint64 n) {
+  if (size != 0 && n > (SIZE_MAX - 1) / size) return NULL;
+  const size_t total = (size_t)n * size, chunk = 1u << 20;
+  size_t got = 0;
+  char* buf = g_malloc(MIN(total, chunk) + 1);
+  while (got < total) {
+    const size_t want = MIN(total - got, chunk);
+    if (got > 0) buf = g_realloc(buf, got + want + 1);
+    if (fread(buf + got, 1, want, f) != want) {
+      g_free(buf);
+      return NULL;
+    }
+    got += want;
+  }
+  return buf;
+}
+
+/* Reads and checks a header; returns the event states (nevents of them).
+ * Every length it reads is bounded before it is used: a damaged or hostile
+ * header ends the run with a message, never with a crash. */
 static EventState* read_header(CairnPersist* p, GfsSimulation* sim, FILE* f, Header* h) {
   if (fread(h, sizeof *h, 1, f) != 1 || memcmp(h->magic, CP_MAGIC, 8) != 0)
     cp_fail(p, "the persisted state is not a CairnPersist header (another program's pool?)");
@@ -309,11 +332,14 @@ static EventState* read_header(CairnPersist* p, GfsSimulation* sim, FILE* f, Hea
     cp_fail(p, "the pool was written in mode %s, the event asks for mode %s", h->mode ? "octree" : "stream",
             p->mode ? "octree" : "stream");
   guint32 len = 0;
-  if (fread(&len, sizeof len, 1, f) != 1 || len > (1u << 20)) cp_fail(p, "truncated header");
+  if (fread(&len, sizeof len, 1, f) != 1 || len > (1u << 20))
+    cp_fail(p, "truncated or damaged header (variable names); remove %s/%s.* to start afresh", p->dir, p->name);
   gchar* names = g_malloc0(len + 1);
-  if (fread(names, 1, len, f) != len) cp_fail(p, "truncated header");
+  if (fread(names, 1, len, f) != len)
+    cp_fail(p, "truncated header (variable names); remove %s/%s.* to start afresh", p->dir, p->name);
   gchar* ours = variable_names(GFS_DOMAIN(sim));
-  if (strcmp(names, ours) != 0 || h->state_doubles != p->state_doubles || h->solid_doubles != p->solid_doubles)
+  if (strcmp(names, ours) != 0 || h->nvars != g_slist_length(GFS_DOMAIN(sim)->variables) ||
+      h->state_doubles != p->state_doubles || h->solid_doubles != p->solid_doubles)
     cp_fail(p,
             "the variable list changed: the pool has %s (%u doubles per cell, %u of a solid), this simulation %s "
             "(%u, %u)",
@@ -325,8 +351,16 @@ static EventState* read_header(CairnPersist* p, GfsSimulation* sim, FILE* f, Hea
             "the pool was written by another case (its .gfs differs from this one: signature %016llx, this "
             "case %016llx); remove %s/%s.* to start afresh",
             (unsigned long long)h->signature, (unsigned long long)p->signature, p->dir, p->name);
-  EventState* s = g_new0(EventState, h->nevents + 1);
-  if (fread(s, sizeof *s, h->nevents, f) != h->nevents) cp_fail(p, "truncated header (event states)");
+  /* The case wrote one state per event it had at step 0 (write_header
+   * refuses later ones), so a header of this case holds at most that many. */
+  if (h->nevents > p->events->len)
+    cp_fail(p,
+            "damaged header: it holds %u event states, this case has %u events; remove %s/%s.* to start "
+            "afresh",
+            h->nevents, p->events->len, p->dir, p->name);
+  EventState* s = g_new0(EventState, (gsize)h->nevents + 1);
+  if (fread(s, sizeof *s, h->nevents, f) != h->nevents)
+    cp_fail(p, "truncated header (event states); remove %s/%s.* to start afresh", p->dir, p->name);
   return s;
 }
 
@@ -837,8 +871,12 @@ static void restore_octree(CairnPersist* p, GfsSimulation* sim) {
   EventState* s = read_header(p, sim, f, &h);
   guint64 ghosts = 0;
   if (fread(&ghosts, sizeof ghosts, 1, f) != 1 || ghosts > (1ull << 32)) cp_fail(p, "%s: truncated", uri);
-  char* ghost_data = g_malloc(ghosts * p->payload_size + 1);
-  if (fread(ghost_data, p->payload_size, ghosts, f) != ghosts) cp_fail(p, "%s: truncated", uri);
+  char* ghost_data = read_items(f, p->payload_size, ghosts);
+  if (ghost_data == NULL)
+    cp_fail(p,
+            "%s: truncated or damaged (it counts %llu interior and ghost cells it does not hold); remove %s/%s.* to "
+            "start afresh",
+            uri, (unsigned long long)ghosts, p->dir, p->name);
   fclose(f);
   if (h.octree_version != version)
     cp_fail(p, "%s belongs to version %llu, the PM-octree is at %llu", uri, (unsigned long long)h.octree_version,
@@ -1020,8 +1058,10 @@ static void restore_stream(CairnPersist* p, GfsSimulation* sim) {
   EventState* s = read_header(p, sim, f, &h);
   guint64 cells = 0;
   if (fread(&cells, sizeof cells, 1, f) != 1 || cells > (1ull << 40)) cp_fail(p, "%s: truncated", uri);
-  char* supplement = g_malloc(cells * p->payload_size);
-  if (fread(supplement, p->payload_size, cells, f) != cells) cp_fail(p, "%s: truncated", uri);
+  char* supplement = read_items(f, p->payload_size, cells);
+  if (supplement == NULL)
+    cp_fail(p, "%s: truncated or damaged (it counts %llu cells it does not hold); remove %s/%s.* to start afresh", uri,
+            (unsigned long long)cells, p->dir, p->name);
   /* Gerris's own reader, on the rest of the stream */
   GtsFile* fp = gts_file_new(f);
   GfsSimulation* snap = gfs_simulation_read(fp);

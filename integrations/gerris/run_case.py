@@ -12,7 +12,8 @@ the writing of a step's persist (CAIRN_GERRIS_KILL_IN_PERSIST=K: after its heade
 resume at K-1 with the same end.gfs.
 
 --bad-input instead checks the refusals: another case, another dimension, a changed variable list,
-nothing persisted.
+nothing persisted, and (with --cairn, the `cairn` tool that stages the streams out and back in) a
+damaged header whose counts are hostile: a message and a failed resume, never a crash.
 
 K is random; CAIRN_GERRIS_TEST_SEED=N repeats a run (the seed is printed).
 """
@@ -31,6 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # minutes in a container).
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_pml": "ob1",
            "OMPI_MCA_btl": "self,vader", "OMPI_MCA_mtl": "^psm,psm2"}
+# --preload: a sanitizer runtime loaded into the gerris binaries before the module (a ThreadSanitizer build).
+PRELOAD = {}
 
 
 def fail(msg):
@@ -52,7 +55,7 @@ def run(gerris, workdir, gfs_text, env_extra, expect_kill=False):
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "case.gfs"), "w") as f:
         f.write(gfs_text)
-    env = dict(os.environ, CAIRN_GERRIS_STATS="1", **MPI_ENV)
+    env = dict(os.environ, CAIRN_GERRIS_STATS="1", **MPI_ENV, **PRELOAD)
     for k in ("CAIRN_GERRIS_KILL_AT", "CAIRN_GERRIS_RESUME"):
         env.pop(k, None)
     env.update(env_extra)
@@ -145,12 +148,71 @@ def expect_refusal(gerris, workdir, gfs, words, env_extra=None):
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "case.gfs"), "w") as f:
         f.write(gfs)
-    env = dict(os.environ, **MPI_ENV)
+    env = dict(os.environ, **MPI_ENV, **PRELOAD)
     env.update(env_extra if env_extra is not None else {"CAIRN_GERRIS_RESUME": "1"})
     p = subprocess.run([gerris, "case.gfs"], cwd=workdir, env=env, capture_output=True, text=True, timeout=240)
+    if p.returncode < 0:
+        fail("%s: killed by signal %d instead of a refusal mentioning '%s':\n%s" %
+             (workdir, -p.returncode, words, p.stderr))
     if p.returncode == 0 or words not in p.stderr:
         fail("%s: expected a refusal mentioning '%s', got exit %d:\n%s" % (workdir, words, p.returncode, p.stderr))
     print("refused (%s): %s" % (words, [l for l in p.stderr.splitlines() if "CairnPersist" in l][-1]))
+
+
+EVENT_STATE_BYTES = 72  # EventState in cairn_gerris.c: 4 doubles, 10 32-bit integers
+
+
+def header_layout(data):
+    """Offsets in a header stream: (nevents, the cell count after the event states). The Header struct
+    ends with nvars and nevents (32-bit) and is followed by the length of the variable names and the
+    names ("P,Pmac,U,..."): found as the first 8-aligned length followed by that many printable bytes."""
+    for off in range(16, min(len(data) - 4, 4096), 8):
+        n = int.from_bytes(data[off:off + 4], "little")
+        names = data[off + 4:off + 4 + n]
+        if 0 < n < 4096 and len(names) == n and b"," in names and all(32 <= c < 127 for c in names):
+            nevents = int.from_bytes(data[off - 4:off], "little")
+            return off - 4, off + 4 + n + nevents * EVENT_STATE_BYTES
+    fail("no CairnPersist header found in the stream (%d bytes)" % len(data))
+
+
+def damage_header(cairn, workdir, pool, stream, field, value):
+    """Replaces the stream `stream` of `pool` by a copy whose `field` (nevents or cells) is `value`."""
+    os.makedirs(workdir, exist_ok=True)
+    uri = "pmem:%s#%s" % (pool, stream)
+    p = subprocess.run([cairn, "stream", "cat", uri], capture_output=True, timeout=120)
+    if p.returncode != 0:
+        fail("cairn stream cat %s: %s" % (uri, p.stderr.decode(errors="replace")))
+    data = bytearray(p.stdout)
+    nevents_at, cells_at = header_layout(data)
+    if field == "nevents":
+        data[nevents_at:nevents_at + 4] = value.to_bytes(4, "little")
+    else:
+        data[cells_at:cells_at + 8] = value.to_bytes(8, "little")
+    path = os.path.join(workdir, stream)
+    with open(path, "wb") as f:
+        f.write(data)
+    p = subprocess.run([cairn, "stage", "in", "-q", path, uri], capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        fail("cairn stage in %s %s: %s" % (path, uri, p.stderr))
+
+
+def check_damaged_headers(args, text, root):
+    """Hostile counts in a committed header: the resume stops with a message naming the damage."""
+    for mode in ("stream", "octree"):
+        pools = os.path.join(root, "damaged-" + mode)
+        gfs = prepare(text, args.module, pools, mode, "x")
+        pool = os.path.join(pools, "x.pool")
+        # stream mode: the "sim" stream; octree mode: both header slots (the newest one is read)
+        streams = ["sim"] if mode == "stream" else ["hdr0", "hdr1"]
+        # The event count whose + 1 wrapped to 0, one that is merely too large, and a cell count
+        # (stream mode) or interior and ghost cell count (octree mode) the stream does not hold.
+        for field, value, words in (("nevents", 0xFFFFFFFF, "damaged header"), ("nevents", 1000, "damaged header"),
+                                    ("cells", 1 << 31, "truncated or damaged")):
+            shutil.rmtree(pools, ignore_errors=True)
+            run(args.gerris, os.path.join(root, mode, "damaged-written"), gfs, {})
+            for s in streams:
+                damage_header(args.cairn, os.path.join(root, mode, "damaged-" + field), pool, s, field, value)
+            expect_refusal(args.gerris, os.path.join(root, mode, "damaged-%s-%d" % (field, value)), gfs, words)
 
 
 def check_bad_input(args):
@@ -178,6 +240,8 @@ def check_bad_input(args):
     expect_refusal(args.gerris, os.path.join(root, "octree", "small"),
                    prepare(text, args.module, os.path.join(root, "pools-small"), "octree", "x"),
                    "CAIRN_GERRIS_POOL_SIZE", {"CAIRN_GERRIS_POOL_SIZE": str(1 << 20)})
+    if args.cairn:
+        check_damaged_headers(args, text, root)
     shutil.rmtree(root, ignore_errors=True)
     print("PASS")
 
@@ -192,7 +256,11 @@ def main():
                     help="comma-separated: stream, octree, octree-sync")
     ap.add_argument("--gerris3d")
     ap.add_argument("--module3d")
+    ap.add_argument("--cairn", help="the cairn tool (--bad-input: damaged headers)")
+    ap.add_argument("--preload", help="a sanitizer runtime to preload into gerris (ThreadSanitizer builds)")
     args = ap.parse_args()
+    if args.preload:
+        PRELOAD["LD_PRELOAD"] = args.preload
     if args.bad_input:
         check_bad_input(args)
     else:
