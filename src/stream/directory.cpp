@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "util/crc32c.hpp"
+
 namespace cairn::stream::detail {
 
 namespace {
@@ -34,7 +36,7 @@ std::uint64_t arena_end(const pool::Pool& pool) {
 }  // namespace
 
 std::uint64_t desc_check(const StreamDesc& d, std::uint64_t version) noexcept {
-  const std::uint64_t words[4] = {d.offset, d.length, d.capacity, version};
+  const std::uint64_t words[5] = {d.offset, d.length, d.capacity, d.crc | (std::uint64_t{d.reserved} << 32), version};
   return pool::checksum64(words, sizeof words);
 }
 
@@ -83,9 +85,13 @@ Result<Directory> Directory::attach(pool::Pool& pool, Hooks hooks) {
                                               " holds no valid stream directory (root slot 0 names something "
                                               "else, or it is damaged)");
   if (h->version != kDirVersion || root.version != kDirVersion)
-    return make_error(Errc::wrong_version, "pool " + pool.path() + " has stream directory version " +
-                                               std::to_string(h->version) + "; this cairn reads version " +
-                                               std::to_string(kDirVersion));
+    return make_error(
+        Errc::wrong_version,
+        "pool " + pool.path() + " has stream directory version " + std::to_string(h->version) +
+            "; this cairn reads version " + std::to_string(kDirVersion) +
+            (h->version < kDirVersion ? " (since version 2 every stream version carries a checksum). Read its streams "
+                                        "with the cairn that wrote them (cairn stage out), then remove the pool file"
+                                      : ". Use the cairn that wrote it"));
   if (h->entry_size != sizeof(StreamEntry) || h->entry_count == 0 || h->entry_count > (1u << 20) ||
       root.offset + directory_bytes(static_cast<std::uint32_t>(h->entry_count)) > end)
     return make_error(Errc::corrupted, "pool " + pool.path() + ": the stream directory's geometry is damaged");
@@ -197,6 +203,16 @@ Result<Committed> Directory::committed(long i) const {
   return c;
 }
 
+Result<void> Directory::verify(std::string_view name, const Committed& c) const {
+  const std::uint32_t crc = c.desc.length == 0 ? 0 : util::crc32c(0, c.data, c.desc.length);
+  if (crc == c.desc.crc) return {};
+  return make_error(Errc::corrupted, "stream " + quoted(name) + " in pool " + pool_->path() + ": the " +
+                                         std::to_string(c.desc.length) + " bytes of version " +
+                                         std::to_string(c.version) +
+                                         " fail their checksum (damaged media or a stray write); nothing was "
+                                         "read. Write the stream again, or stage it in from a copy");
+}
+
 Result<std::uint64_t> Directory::allocate(std::uint64_t capacity) {
   auto off = pool_->arena().alloc(capacity);
   if (!off.ok())
@@ -276,9 +292,9 @@ Result<void> Directory::write(long entry, std::uint64_t pos, const void* buf, st
   return {};
 }
 
-Result<std::uint64_t> Directory::finish(long entry, std::uint64_t length) {
+Result<std::uint64_t> Directory::finish(long entry, std::uint64_t length, std::optional<std::uint32_t> crc) {
   // commit() fences (Pool::commit_word drains before it checks the device).
-  auto v = commit(entry, length);
+  auto v = commit(entry, length, crc);
   if (!v.ok()) abandon(entry);
   return v;
 }
@@ -288,7 +304,7 @@ void Directory::retire(const Extent& x) {
   if (h->retired_count < kRetiredMax) h->retired[h->retired_count++] = x;
 }
 
-Result<std::uint64_t> Directory::commit(long entry, std::uint64_t length) {
+Result<std::uint64_t> Directory::commit(long entry, std::uint64_t length, std::optional<std::uint32_t> crc) {
   StreamEntry& e = at(entry);
   if (length > e.pending.capacity)
     return make_error(Errc::invalid_argument, "commit of " + std::to_string(length) + " bytes into an extent of " +
@@ -306,7 +322,8 @@ Result<std::uint64_t> Directory::commit(long entry, std::uint64_t length) {
                                         " old stream versions are still open by readers; close some readers first");
     retire(Extent{victim.offset, victim.capacity});
   }
-  StreamDesc d{e.pending.offset, length, e.pending.capacity, 0};
+  StreamDesc d{e.pending.offset, length, e.pending.capacity, 0, 0, 0};
+  d.crc = crc ? *crc : length == 0 ? 0 : util::crc32c(0, pending_data(entry), length);
   d.check = desc_check(d, version);
   pool_->memcpy_nodrain(&e.desc[next], &d, sizeof d);
   // The commit point. commit_word drains (the bytes and the descriptor) and

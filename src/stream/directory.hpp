@@ -8,7 +8,9 @@
 // A stream's commit protocol (Directory::commit), in this order:
 //   1. the new bytes, in an extent of their own, are durable (the writer
 //      persisted them);
-//   2. desc[1 - live] = {offset, length, capacity, check} is persisted;
+//   2. desc[1 - live] = {offset, length, capacity, crc, check} is written
+//      (crc: CRC-32C of the bytes, which a reader checks when it opens the
+//      version; check: over the other fields and the version number);
 //   3. the commit word = (version << 1) | (1 - live) is stored (one aligned
 //      8-byte store) and persisted: the commit point, Pool::commit_word, which
 //      first drains and refuses if any write-back of the pool failed (the
@@ -38,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,7 +53,9 @@ namespace cairn::stream::detail {
 
 inline constexpr unsigned kStreamRoot = 0;                         // the pool root slot of the directory
 inline constexpr std::uint64_t kDirMagic = 0x5352545352494143ULL;  // "CAIRSTRS"
-inline constexpr std::uint32_t kDirVersion = 1;
+// 2: each descriptor carries the CRC-32C of its version's bytes (version 1
+// had none; its pools are refused with Errc::wrong_version).
+inline constexpr std::uint32_t kDirVersion = 2;
 inline constexpr std::size_t kNameMax = 127;  // bytes, without the NUL
 inline constexpr unsigned kRetiredMax = 240;
 
@@ -63,15 +68,18 @@ struct StreamDesc {
   std::uint64_t offset;    // extent of the version's bytes (0: empty stream)
   std::uint64_t length;    // bytes written
   std::uint64_t capacity;  // bytes of the extent
+  std::uint32_t crc;       // CRC-32C of the `length` bytes, checked when a reader opens the version
+  std::uint32_t reserved;  // 0
   std::uint64_t check;     // checksum of the fields above and the version
 };
+static_assert(sizeof(StreamDesc) == 40);
+static_assert(offsetof(StreamDesc, crc) == 24 && offsetof(StreamDesc, check) == 32);
 
 // Who writes a stream now. Shared-memory state: never persisted. Whether
 // that writer is still alive is not read from here (a pid means nothing in
 // another pid namespace) but asked of Hooks::alive.
 struct Owner {
   std::uint64_t pid;    // 0: nobody; else the writer's pid as its namespace sees it (for messages)
-  std::uint64_t start;  // unused (0)
   std::uint64_t nonce;  // the writing Store (the crash simulator's workload tells its writers by it)
 };
 
@@ -81,11 +89,11 @@ struct StreamEntry {
   StreamDesc desc[2];
   Extent pending;  // a writer's extent, not yet committed (shared memory only)
   Owner owner;     // shared memory only
-  std::uint64_t reserved;
   char name[kNameMax + 1];
 };
 static_assert(sizeof(StreamEntry) == 256);
-static_assert(offsetof(StreamEntry, commit) == 0);
+static_assert(offsetof(StreamEntry, commit) == 0 && offsetof(StreamEntry, desc) == 16);
+static_assert(offsetof(StreamEntry, pending) == 96 && offsetof(StreamEntry, name) == 128);
 
 struct DirHeader {
   std::uint64_t magic;
@@ -142,6 +150,11 @@ class Directory {
   // its check).
   Result<Committed> committed(std::string_view name) const;
   Result<Committed> committed(long entry) const;
+  // Errc::corrupted, naming the stream and the pool, unless c's bytes have
+  // the CRC its descriptor holds. O(length): readers call it once, when they
+  // open the version (outside the pool lock: a pinned version does not
+  // change).
+  Result<void> verify(std::string_view name, const Committed& c) const;
 
   // A writer starts a new version of `name` (creating the entry, its name
   // persisted) in a fresh extent of at least `capacity` bytes (the caller
@@ -170,11 +183,13 @@ class Directory {
   // Fences the calling thread's copies of the pending bytes and commits the
   // first `length` of them (a writer whose bytes other threads copied too
   // persists them first: a fence orders only its own thread's stores).
-  Result<std::uint64_t> finish(long entry, std::uint64_t length);
+  // `crc`: the CRC-32C of those bytes if the caller computed it as it wrote
+  // them; else it is computed here from the extent.
+  Result<std::uint64_t> finish(long entry, std::uint64_t length, std::optional<std::uint32_t> crc = std::nullopt);
   // Commits `length` bytes of the pending extent, which the caller flushed
   // (copied non-temporally); see the protocol at the top. Marks
   // Marker::commit_point (through Pool::commit_word).
-  Result<std::uint64_t> commit(long entry, std::uint64_t length);
+  Result<std::uint64_t> commit(long entry, std::uint64_t length, std::optional<std::uint32_t> crc = std::nullopt);
   // Drops the pending extent without committing.
   void abandon(long entry);
   // Deletes the stream: its commit word first (readers then see "not found"),

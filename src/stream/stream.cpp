@@ -30,6 +30,7 @@
 #include "stream/directory.hpp"
 #include "stream/testing.hpp"
 #include "stream/uri.hpp"
+#include "util/crc32c.hpp"
 #include "util/io.hpp"
 
 namespace cairn::stream {
@@ -363,7 +364,7 @@ Result<std::shared_ptr<Store>> Store::get(const std::string& path, bool create, 
   s->fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (s->fd_ < 0) return util::errno_error(path, "open the stream pool", errno);
   std::random_device rd;
-  s->me_ = detail::Owner{static_cast<std::uint64_t>(::getpid()), 0,
+  s->me_ = detail::Owner{static_cast<std::uint64_t>(::getpid()),
                          (std::uint64_t{rd()} << 32) ^ rd() ^ reinterpret_cast<std::uintptr_t>(s.get())};
   {
     Lock lock(*s);
@@ -758,6 +759,14 @@ class PmemWriter : public Handle {
     if (std::this_thread::get_id() != thread_) many_threads_ = true;
     auto r = store_->dir().write(entry_, pos_, buf, n, len_);
     if (!r.ok()) return fail_with(r.error(), util::errno_from_errc(r.error().code));
+    // The version's CRC from the caller's bytes (in cache) while the writes
+    // append; a seek back or past the end leaves it to the commit.
+    if (crc_len_ == pos_ && crc_len_ != kNoCrc) {
+      crc_ = util::crc32c(crc_, buf, n);
+      crc_len_ += n;
+    } else {
+      crc_len_ = kNoCrc;
+    }
     pos_ += n;
     return static_cast<ssize_t>(n);
   }
@@ -777,7 +786,8 @@ class PmemWriter : public Handle {
     if (error_.code != Errc::ok) {
       store_->dir().abandon(entry_);
       out = error_;
-    } else if (auto v = store_->dir().finish(entry_, len_); !v.ok()) {
+    } else if (auto v = store_->dir().finish(entry_, len_, crc_len_ == len_ ? std::optional(crc_) : std::nullopt);
+               !v.ok()) {
       out = v.error();
     }
     drop_liveness();  // after the directory says nobody writes it
@@ -798,8 +808,11 @@ class PmemWriter : public Handle {
   }
   std::shared_ptr<Store> store_;
   std::string name_;
+  static constexpr std::uint64_t kNoCrc = UINT64_MAX;
   int live_fd_ = -1;  // holds the lock on the entry's liveness byte
   long entry_ = -1;
+  std::uint32_t crc_ = 0;      // CRC-32C of the first crc_len_ bytes
+  std::uint64_t crc_len_ = 0;  // kNoCrc: the writes did not only append
   std::uint64_t pos_ = 0, len_ = 0;
   std::thread::id thread_;
   bool many_threads_ = false;
@@ -816,11 +829,13 @@ class PmemReader : public MemoryReader {
     }
     auto h = std::make_shared<PmemReader>();
     h->store_ = s.value();
+    detail::Committed committed;
     {
       Store::Lock lock(*h->store_);
       if (!lock.ok()) return lock.error();
       auto c = h->store_->dir().committed(u.name);
       if (!c.ok()) return c.error();
+      committed = c.value();
       h->data_ = c.value().data;
       h->len_ = c.value().desc.length;
       if (c.value().desc.offset != 0) {
@@ -840,6 +855,9 @@ class PmemReader : public MemoryReader {
       const auto e = reinterpret_cast<std::uintptr_t>(h->data_) + h->len_;
       (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_READ);
     }
+    // Damaged bytes are an error, never different contents (the pin keeps
+    // the version from changing while it is checked, outside the lock).
+    if (auto v = h->store_->dir().verify(u.name, committed); !v.ok()) return v.error();
     return std::shared_ptr<Handle>(h);
   }
   ~PmemReader() override {

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -113,6 +114,18 @@ pid_t fork_held_writer(const std::string& uri, const std::vector<unsigned char>&
   const bool wrote = child > 0 && ::read(ready[0], &c, 1) == 1;
   ::close(ready[0]);
   return wrote ? child : -1;
+}
+
+// The directory entry of stream `name`, through a mapping of the pool of its
+// own (the test's view of the shared state).
+cairn::stream::detail::StreamEntry* entry_of(cairn::pool::Pool& p, const std::string& name) {
+  namespace sd = cairn::stream::detail;
+  auto* dir = p.at(p.root(sd::kStreamRoot).offset);
+  const auto* h = reinterpret_cast<const sd::DirHeader*>(dir);
+  auto* e = reinterpret_cast<sd::StreamEntry*>(dir + sizeof(sd::DirHeader));
+  for (std::uint64_t i = 0; i < h->entry_count; ++i)
+    if (e[i].name_check != 0 && name == e[i].name) return &e[i];
+  return nullptr;
 }
 
 class Streams : public ::testing::TestWithParam<const char*> {
@@ -449,6 +462,140 @@ TEST_F(PmemStreams, ADamagedDescriptorIsReportedNotRead) {
   EXPECT_EQ(r.error().code, Errc::corrupted) << r.error().message;
 }
 
+// A damaged byte of a committed version's data: a typed error naming the
+// stream and the pool, never different contents.
+TEST_F(PmemStreams, ADamagedByteOfAVersionIsReportedNotRead) {
+  write_bytes(uri("d"), pattern(70000, 1));
+  {
+    auto p = cairn::pool::Pool::open(pool());
+    ASSERT_TRUE(p.ok());
+    auto* e = entry_of(*p.value(), "d");
+    ASSERT_NE(e, nullptr);
+    const auto& desc = e->desc[e->commit & 1];
+    p.value()->at(desc.offset)[12345] ^= std::byte{0x10};
+  }
+  cs::detail::forget_pools();
+  auto r = cs::Stream::open(uri("d"), cs::Mode::read);
+  ASSERT_FALSE(r.ok()) << "damaged bytes were read as the stream's contents";
+  EXPECT_EQ(r.error().code, Errc::corrupted) << r.error().message;
+  EXPECT_NE(r.error().message.find("'d'"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find(pool()), std::string::npos) << r.error().message;
+  write_bytes(uri("d"), pattern(100, 2));  // written again, it reads
+  EXPECT_EQ(read_bytes(uri("d")), pattern(100, 2));
+}
+
+// A pool whose directory predates the checksums is refused, saying so.
+TEST_F(PmemStreams, APoolOfTheFirstStreamFormatIsRefused) {
+  namespace sd = cairn::stream::detail;
+  write_bytes(uri("old"), pattern(100, 1));
+  {
+    auto p = cairn::pool::Pool::open(pool());
+    ASSERT_TRUE(p.ok());
+    auto* h = reinterpret_cast<sd::DirHeader*>(p.value()->at(p.value()->root(sd::kStreamRoot).offset));
+    h->version = 1;
+    h->check = cairn::pool::checksum64(h, offsetof(sd::DirHeader, check));
+  }
+  cs::detail::forget_pools();
+  auto r = cs::Stream::open(uri("old"), cs::Mode::read);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::wrong_version) << r.error().message;
+  EXPECT_NE(r.error().message.find("version 1"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find(pool()), std::string::npos) << r.error().message;
+}
+
+// The bit-flip sweep: single-bit flips of a small committed pool file (and a
+// few truncations), each opened and read in a child: the child gets a typed
+// error or the identical contents, never different contents, never a signal.
+TEST_F(PmemStreams, BitFlipSweepGivesATypedErrorOrTheIdenticalContents) {
+  namespace sd = cairn::stream::detail;
+  ::setenv("CAIRN_STREAM_POOL_SIZE", "1M", 1);
+  const std::vector<std::pair<std::string, std::vector<unsigned char>>> want = {{"a", pattern(5000, 2)},
+                                                                                {"b", pattern(2000, 3)}};
+  write_bytes(uri("a"), pattern(3000, 1));  // a has two versions: both descriptors in use
+  for (const auto& [name, bytes] : want) write_bytes(uri(name), bytes);
+  cs::detail::forget_pools();
+  std::vector<char> image;
+  {
+    std::ifstream in(pool(), std::ios::binary);
+    image.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_EQ(image.size(), 1u << 20);
+  // Flips of non-zero bytes (the headers, the directory, the data), more of
+  // them in stream a's directory entry (commit word, descriptors, name).
+  std::vector<std::size_t> nonzero, entry_a;
+  for (std::size_t i = 0; i < image.size(); ++i)
+    if (image[i] != 0) nonzero.push_back(i);
+  {
+    auto p = cairn::pool::Pool::open(pool());
+    ASSERT_TRUE(p.ok());
+    const auto* e = reinterpret_cast<const std::byte*>(entry_of(*p.value(), "a"));
+    ASSERT_NE(e, nullptr);
+    const std::size_t at = static_cast<std::size_t>(e - p.value()->base());
+    for (std::size_t i = at; i < at + sizeof(sd::StreamEntry); ++i)
+      if (image[i] != 0) entry_a.push_back(i);
+  }
+  struct Case {
+    std::size_t flip_byte = 0;
+    int flip_bit = -1;  // -1: a truncation
+    std::size_t truncate_to = 0;
+  };
+  std::vector<Case> cases;
+  std::uint64_t x = 0x9E3779B97F4A7C15ULL;
+  auto next = [&x] {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return x;
+  };
+  for (int i = 0; i < 150; ++i) cases.push_back({nonzero[next() % nonzero.size()], static_cast<int>(next() % 8), 0});
+  for (int i = 0; i < 30; ++i) cases.push_back({entry_a[next() % entry_a.size()], static_cast<int>(next() % 8), 0});
+  for (std::size_t t : {std::size_t{0}, std::size_t{100}, std::size_t{4096}, std::size_t{65536}, std::size_t{300000},
+                        image.size() / 2, image.size() - 4096})
+    cases.push_back({0, -1, t});
+
+  int identical = 0, typed = 0;
+  for (const Case& c : cases) {
+    std::vector<char> damaged = image;
+    if (c.flip_bit >= 0)
+      damaged[c.flip_byte] = static_cast<char>(damaged[c.flip_byte] ^ (1 << c.flip_bit));
+    else
+      damaged.resize(c.truncate_to);
+    {
+      std::ofstream out(pool(), std::ios::binary | std::ios::trunc);
+      out.write(damaged.data(), static_cast<std::streamsize>(damaged.size()));
+    }
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::alarm(30);  // a hang shows as a signal
+      bool error = false;
+      for (const auto& [name, bytes] : want) {
+        auto s = cs::Stream::open(uri(name), cs::Mode::read);
+        if (!s.ok()) {
+          if (s.error().code == Errc::ok || s.error().message.empty()) ::_exit(13);
+          error = true;
+          continue;
+        }
+        const auto v = s.value()->view();
+        if (v.size() != bytes.size() || std::memcmp(v.data(), bytes.data(), v.size()) != 0) ::_exit(11);
+      }
+      ::_exit(error ? 12 : 10);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    const std::string what = c.flip_bit >= 0
+                                 ? "bit " + std::to_string(c.flip_bit) + " of byte " + std::to_string(c.flip_byte)
+                                 : "truncation to " + std::to_string(c.truncate_to) + " bytes";
+    ASSERT_FALSE(WIFSIGNALED(status)) << what << ": signal " << WTERMSIG(status);
+    ASSERT_TRUE(WIFEXITED(status)) << what;
+    EXPECT_NE(WEXITSTATUS(status), 11) << what << ": silently different contents";
+    EXPECT_TRUE(WEXITSTATUS(status) == 10 || WEXITSTATUS(status) == 12 || WEXITSTATUS(status) == 11)
+        << what << ": exit " << WEXITSTATUS(status);
+    identical += WEXITSTATUS(status) == 10;
+    typed += WEXITSTATUS(status) == 12;
+  }
+  std::cout << "bit-flip sweep: " << cases.size() << " cases, " << identical << " identical, " << typed
+            << " typed errors\n";
+}
+
 // Another process commits; this one reads, waits, and survives its death.
 TEST_F(PmemStreams, AStreamCommittedByAnotherProcessIsReadHere) {
   const pid_t child = ::fork();
@@ -504,18 +651,6 @@ TEST_F(PmemStreams, AZombieWriterHoldsNoLock) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data()), b.size()), "mine");
 }
 
-// The directory entry of stream `name`, through a mapping of the pool of its
-// own (the test's view of the shared state).
-cairn::stream::detail::StreamEntry* entry_of(cairn::pool::Pool& p, const std::string& name) {
-  namespace sd = cairn::stream::detail;
-  auto* dir = p.at(p.root(sd::kStreamRoot).offset);
-  const auto* h = reinterpret_cast<const sd::DirHeader*>(dir);
-  auto* e = reinterpret_cast<sd::StreamEntry*>(dir + sizeof(sd::DirHeader));
-  for (std::uint64_t i = 0; i < h->entry_count; ++i)
-    if (e[i].name_check != 0 && name == e[i].name) return &e[i];
-  return nullptr;
-}
-
 // Whether a writer is alive is not read from /proc: a writer in another pid
 // namespace sharing the pool, or hidden by hidepid=2, shows a pid that means
 // nothing here or names another process. Its extent must not be reclaimed.
@@ -532,7 +667,6 @@ TEST_F(PmemStreams, ALiveWriterWhosePidMeansNothingHereKeepsItsExtent) {
     ASSERT_NE(e, nullptr);
     ASSERT_EQ(e->owner.pid, static_cast<std::uint64_t>(child));
     e->owner.pid = 1;  // what the writer's own pid namespace calls it: here, another process
-    e->owner.start = 1;
   }
   auto busy = cs::Stream::open(uri("w"), cs::Mode::write);
   EXPECT_FALSE(busy.ok()) << "a live writer's stream was taken over";

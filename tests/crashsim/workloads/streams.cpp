@@ -40,6 +40,7 @@ class StreamCommits final : public Structure {
     for (unsigned s = 0; s < 2; ++s) {
       auto c = d.value().committed(kNames[s]);
       if (!c.ok()) return std::move(c).error();
+      if (auto v = d.value().verify(kNames[s], c.value()); !v.ok()) return std::move(v).error();
       content_[s].assign(c.value().data, c.value().data + c.value().desc.length);
       commits_ += c.value().version;
     }
@@ -77,7 +78,7 @@ class StreamCommits final : public Structure {
 
   // This instance is the one live writer; a crashed instance's writer (in a
   // crash image) is dead, as after a real crash.
-  sd::Owner me() const { return sd::Owner{1, 1, nonce_}; }
+  sd::Owner me() const { return sd::Owner{1, nonce_}; }
   sd::Hooks hooks() const {
     sd::Hooks h;
     h.alive = [n = nonce_](std::uint64_t, const sd::Owner& o) { return o.pid == 1 && o.nonce == n; };
