@@ -32,8 +32,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # minutes in a container).
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_pml": "ob1",
            "OMPI_MCA_btl": "self,vader", "OMPI_MCA_mtl": "^psm,psm2"}
-# --preload: a sanitizer runtime loaded into the gerris binaries before the module (a ThreadSanitizer build).
-PRELOAD = {}
 
 
 def fail(msg):
@@ -55,7 +53,7 @@ def run(gerris, workdir, gfs_text, env_extra, expect_kill=False):
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "case.gfs"), "w") as f:
         f.write(gfs_text)
-    env = dict(os.environ, CAIRN_GERRIS_STATS="1", **MPI_ENV, **PRELOAD)
+    env = dict(os.environ, CAIRN_GERRIS_STATS="1", **MPI_ENV)
     for k in ("CAIRN_GERRIS_KILL_AT", "CAIRN_GERRIS_RESUME"):
         env.pop(k, None)
     env.update(env_extra)
@@ -148,7 +146,7 @@ def expect_refusal(gerris, workdir, gfs, words, env_extra=None):
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "case.gfs"), "w") as f:
         f.write(gfs)
-    env = dict(os.environ, **MPI_ENV, **PRELOAD)
+    env = dict(os.environ, **MPI_ENV)
     env.update(env_extra if env_extra is not None else {"CAIRN_GERRIS_RESUME": "1"})
     p = subprocess.run([gerris, "case.gfs"], cwd=workdir, env=env, capture_output=True, text=True, timeout=240)
     if p.returncode < 0:
@@ -257,10 +255,7 @@ def main():
     ap.add_argument("--gerris3d")
     ap.add_argument("--module3d")
     ap.add_argument("--cairn", help="the cairn tool (--bad-input: damaged headers)")
-    ap.add_argument("--preload", help="a sanitizer runtime to preload into gerris (ThreadSanitizer builds)")
     args = ap.parse_args()
-    if args.preload:
-        PRELOAD["LD_PRELOAD"] = args.preload
     if args.bad_input:
         check_bad_input(args)
     else:
