@@ -17,6 +17,7 @@
 #include "cairn/persist.hpp"
 #include "persist/strategy.hpp"
 #include "tests/support/patterns.hpp"
+#include "tests/support/syscall_faults.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace cairn::persist {
@@ -506,6 +507,61 @@ TEST_P(Conformance, FailedCheckpointWriteFailsTheCommit) {
     auto r = ctx->commit();
     ASSERT_TRUE(r.ok()) << r.error().message;
   }
+}
+
+// The other steps of a checkpoint file's commit (util::write_file_atomically),
+// their system calls failing on demand (tests/support/syscall_faults): a
+// failed fsync of the temporary or rename fails the commit and leaves the
+// previous checkpoint, nothing in doubt, so the next commit succeeds; a failed
+// fsync of the directory (after the rename) fails it and refuses every later
+// commit (Errc::poisoned): whether the rename is durable is unknown.
+TEST_P(Conformance, FailedFsyncOrRenameOfACheckpointFailsTheCommit) {
+  using cairn::testing::Syscall;
+  using cairn::testing::SyscallFault;
+  if (detail::find_registration(GetParam())->crash != detail::CrashHarness::files)
+    GTEST_SKIP() << "checkpoint-file strategies only; the fault-device tests (Failed*FailsTheCommit) cover "
+                 << GetParam();
+  constexpr std::size_t kA = 64 * 1024;
+  MAKE_OR_FAIL(ctx);
+  auto* a = ctx->region("a", kA).value();
+  ASSERT_TRUE(ctx->open().ok());
+  fill(a->data(), kA, 1);
+  ASSERT_TRUE(ctx->commit().ok());
+  struct Case {
+    Syscall call;
+    int nth;
+  };
+  for (const Case c : {Case{Syscall::fsync, 1}, Case{Syscall::rename, 1}}) {
+    fill(a->data(), kA, 2);
+    SyscallFault fault(c.call, c.nth, EIO);
+    auto r = ctx->commit();
+    ASSERT_TRUE(fault.delivered());
+    ASSERT_FALSE(r.ok()) << "a checkpoint that was not made durable was reported committed";
+    EXPECT_EQ(r.error().code, Errc::io_error) << r.error().message;
+    EXPECT_EQ(ctx->committed_version(), std::optional<std::uint64_t>(1));
+    for (const auto& f : std::filesystem::directory_iterator(dir_.path()))
+      EXPECT_EQ(f.path().string().find(".tmp"), std::string::npos) << f.path() << " left behind";
+  }
+  fill(a->data(), kA, 2);
+  ASSERT_TRUE(ctx->commit().ok()) << "nothing was in doubt: the next commit must succeed";
+  {
+    fill(a->data(), kA, 3);
+    SyscallFault fault(Syscall::fsync, 2, EIO);  // the temporary's, then the directory's
+    auto r = ctx->commit();
+    ASSERT_TRUE(fault.delivered());
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("fsync of the directory"), std::string::npos) << r.error().message;
+  }
+  auto again = ctx->commit();
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, Errc::poisoned) << again.error().message;
+  // A fresh open restores a version that verifies: 2, or 3 if its rename was durable.
+  MAKE_OR_FAIL(reopened);
+  auto* b = reopened->region("a", kA).value();
+  ASSERT_TRUE(reopened->open().ok());
+  auto v = reopened->restore();
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  EXPECT_TRUE(matches(b->data(), kA, v.value())) << "version " << v.value();
 }
 
 // ---- more pointers than a pointer table holds ----
