@@ -465,8 +465,7 @@ TEST_P(Conformance, TransientFlushFailureFailsTheCommit) {
 // RLIMIT_FSIZE, as a full disk gives ENOSPC) fails the commit with a typed
 // error and leaves the previous checkpoint restorable. Nothing committed is
 // in doubt, so the strategy is not poisoned: once space is back, the next
-// commit succeeds. A failing fsync or rename takes the same path and cannot
-// be injected this cheaply.
+// commit succeeds. A failing fsync or rename: the test after this one.
 TEST_P(Conformance, FailedCheckpointWriteFailsTheCommit) {
   if (detail::find_registration(GetParam())->crash != detail::CrashHarness::files)
     GTEST_SKIP() << "checkpoint-file strategies only; " << GetParam() << ": "
