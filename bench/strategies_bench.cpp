@@ -208,7 +208,7 @@ Result<void> measure_strategy(const Run& run, const std::string& name, StrategyR
       if (!warm.ok()) return in_phase("warm-up", warm.error());
     }
     committed = v;
-    const std::uint64_t nvm0 = s.ctx->stats().nvm_bytes_written;
+    const persist::Stats before_full = s.ctx->stats();
     for (int i = 0; i < run.repeats; ++i) {
       v = values.next();
       auto c = iterate(s, [&] { write_full(run, s, v); });
@@ -216,7 +216,11 @@ Result<void> measure_strategy(const Run& run, const std::string& name, StrategyR
       row.commit_samples.push_back(c.value());
       committed = v;
     }
-    row.nvm_per_commit = static_cast<double>(s.ctx->stats().nvm_bytes_written - nvm0) / run.repeats;
+    const persist::Stats& after_full = s.ctx->stats();
+    row.nvm_per_commit =
+        static_cast<double>(after_full.nvm_bytes_written - before_full.nvm_bytes_written) / run.repeats;
+    row.syncs_per_commit = static_cast<double>(after_full.sync_calls - before_full.sync_calls) / run.repeats;
+    row.synced_per_commit = static_cast<double>(after_full.synced_bytes - before_full.synced_bytes) / run.repeats;
 
     say("rollbacks");
     for (int i = 0; i < run.repeats; ++i) {
@@ -397,8 +401,9 @@ Result<StrategiesReport> run_strategies_bench(const StrategiesBenchOptions& opt,
       return make_error(Errc::invalid_argument, "unknown strategy '" + s + "'; choose from: " + list);
     }
   if (opt.profiles.empty()) return make_error(Errc::invalid_argument, "no device profile given");
-  for (const auto& p : opt.profiles)
-    if (auto parsed = devices::parse_profile(p); !parsed.ok()) return parsed.error();
+  for (const auto& p : opt.profiles)  // "real": the real device itself, no emulation wrapper
+    if (p != "real")
+      if (auto parsed = devices::parse_profile(p); !parsed.ok()) return parsed.error();
 
   Run run;
   run.dir = opt.dir.empty() ? pool::default_pool_dir() : opt.dir;
@@ -593,7 +598,9 @@ Result<void> write_strategies_json(const StrategiesReport& r, const std::string&
       << ", \"partial_write_ms\": " << json_num(w.partial_write_s * 1e3)
       << ", \"partial_write_untracked_ms\": " << json_num(w.partial_write_untracked_s * 1e3)
       << ", \"restore_ms\": " << json_num(w.restore_s * 1e3) << ", \"rollback_ms\": " << json_num(w.rollback_s * 1e3)
-      << ", \"open_ms\": " << json_num(w.open_s * 1e3) << ", \"nvm_bytes_per_commit\": " << json_num(w.nvm_per_commit)
+      << ", \"open_ms\": " << json_num(w.open_s * 1e3) << ", \"syncs_per_commit\": " << json_num(w.syncs_per_commit)
+      << ", \"synced_bytes_per_commit\": " << json_num(w.synced_per_commit)
+      << ", \"nvm_bytes_per_commit\": " << json_num(w.nvm_per_commit)
       << ", \"nvm_bytes_per_partial_commit\": " << json_num(w.nvm_per_partial)
       << ", \"incremental_bytes_saved_per_partial_commit\": " << json_num(w.saved_per_partial)
       << ", \"commit_bytes_per_s\": " << json_num(w.commit_bw) << ", \"pct_of_nt_copy_bw\": " << json_num(w.pct_of_nt)

@@ -86,7 +86,8 @@ struct StrategyRow {
   std::vector<double> partial_full_samples, partial_write_samples, partial_write_untracked_samples;
   // Per commit, bytes (averages over the measured commits).
   double nvm_per_commit = 0, nvm_per_partial = 0, saved_per_partial = 0;
-  double commit_bw = 0;        // state bytes / commit_s
+  double syncs_per_commit = 0, synced_per_commit = 0;  // write-back system calls and their bytes (page cache)
+  double commit_bw = 0;                                // state bytes / commit_s
   double pct_of_nt = 0;        // 100 * commit_bw / best non-temporal copy bandwidth of the profile
   double vs_undo_log = 0;      // undo-log commit_s / commit_s (how many times faster); 0: no undo-log row
   double vs_undo_partial = 0;  // the same for partial commits

@@ -102,6 +102,11 @@ struct Stats {
   std::uint64_t bytes_copied = 0;       // by commits and restores
   std::uint64_t nvm_bytes_written = 0;  // flushed lines + non-temporal bytes
   std::uint64_t nvm_lines_written = 0;
+  // Write-back system calls (msync, sync_file_range, fdatasync, fsync) and
+  // the bytes they were asked to write back: on a page-cache file system,
+  // what a commit costs (0 on NVM and tmpfs, where flushes are instructions).
+  std::uint64_t sync_calls = 0;
+  std::uint64_t synced_bytes = 0;
   std::uint64_t incremental_bytes_saved = 0;
 };
 

@@ -1,10 +1,12 @@
 // devices_test.cpp — profiles, the emulated device's counters and delays, pools on emulated devices.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/statfs.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <latch>
 #include <thread>
 #include <vector>
@@ -289,6 +291,152 @@ TEST(FaultDevice, OnceFailsOnlyTheNthCallButTheErrorStays) {
   for (int i = 0; i < 4; ++i) p->drain();
   EXPECT_EQ(injector->counts().failed, 1u);
   EXPECT_EQ(p->device().io_errno(), EIO);  // as with msync: the first error is kept
+}
+
+// ---- the pagecache mode (page-cache file systems) ----
+
+// A directory on the disk file system of the machine when there is one (the
+// system temp directory unless it is tmpfs), else the usual test directory:
+// there pagecache must be asked for, and sync_file_range and fdatasync do
+// nothing, but every count below is the device's own.
+class DiskDir {
+ public:
+  DiskDir() : dir_(pick()) {}
+  std::string file(const std::string& name) const { return dir_.path() + "/" + name; }
+  bool on_disk() const {
+    struct statfs fs {};
+    return ::statfs(dir_.path().c_str(), &fs) == 0 && static_cast<unsigned long>(fs.f_type) != 0x01021994UL;
+  }
+
+ private:
+  static TempDir pick() {
+    const std::string tmp = std::filesystem::temp_directory_path().string();
+    struct statfs fs {};
+    if (::statfs(tmp.c_str(), &fs) == 0 && static_cast<unsigned long>(fs.f_type) != 0x01021994UL) return TempDir(tmp);
+    return TempDir();
+  }
+  TempDir dir_;
+};
+
+TEST(PagecacheDevice, IsTheAutomaticChoiceOnADiskFileSystem) {
+  DiskDir dir;
+  if (!dir.on_disk()) GTEST_SKIP() << "no disk file system for temporary files here (the temp directory is tmpfs)";
+  ::unsetenv("CAIRN_FLUSH");
+  auto p = make_pool(dir.file("auto.pool"), "real", FlushMode::automatic, 2u << 20);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->flush_mode(), FlushMode::pagecache);
+  EXPECT_TRUE(p->drain_covers_all_threads());
+}
+
+TEST(PagecacheDevice, FlushRecordsAndDrainWritesBackMergedRangesInFewCalls) {
+  DiskDir dir;
+  auto p = make_pool(dir.file("pc.pool"), "real", FlushMode::pagecache, 4u << 20);
+  ASSERT_TRUE(p);
+  ASSERT_EQ(p->flush_mode(), FlushMode::pagecache);
+  std::byte* buf = scratch(*p);
+  p->drain();
+  p->device().reset_stats();
+  // Three pages flushed in nine pieces, out of order: recorded, not written back.
+  std::memset(buf, 7, 3 * 4096);
+  for (int piece : {2, 0, 1, 5, 3, 4, 8, 6, 7}) p->flush(buf + piece * 4096 / 3, 4096 / 3 + 1);
+  Stats s = p->stats().device;
+  EXPECT_EQ(s.flush_calls, 9u);
+  EXPECT_EQ(s.msyncs, 0u) << "a flush only records its pages";
+  p->drain();
+  s = p->stats().device;
+  EXPECT_EQ(s.msyncs, 1u) << "one contiguous range: one msync";
+  EXPECT_EQ(s.synced_bytes, 3u * 4096);
+  // Two ranges apart (and one flushed twice): each started, one fdatasync.
+  std::memset(buf + 10 * 4096, 8, 100);
+  p->flush(buf + 10 * 4096, 100);
+  p->flush(buf + 20 * 4096 + 8, 8);
+  p->flush(buf + 10 * 4096, 100);
+  p->drain();
+  s = p->stats().device;
+  EXPECT_EQ(s.msyncs, 1u + 3u) << "two sync_file_range calls and one fdatasync";
+  EXPECT_EQ(s.synced_bytes, 3u * 4096 + 2u * 4096);
+  // Nothing recorded: a drain writes nothing back.
+  p->drain();
+  EXPECT_EQ(p->stats().device.msyncs, 4u);
+  EXPECT_EQ(p->device().io_errno(), 0);
+}
+
+TEST(PagecacheDevice, ADrainWritesBackWhatOtherThreadsFlushed) {
+  DiskDir dir;
+  auto p = make_pool(dir.file("mt.pool"), "real", FlushMode::pagecache, 4u << 20);
+  ASSERT_TRUE(p);
+  std::byte* buf = scratch(*p);
+  p->drain();
+  p->device().reset_stats();
+  std::thread writer([&] {
+    std::memset(buf + 64 * 4096, 1, 4096);
+    p->flush(buf + 64 * 4096, 4096);
+  });
+  writer.join();
+  EXPECT_EQ(p->stats().device.synced_bytes, 0u);
+  p->drain();  // this thread's drain: the page cache is shared
+  EXPECT_EQ(p->stats().device.synced_bytes, 4096u);
+}
+
+TEST(PagecacheDevice, AFailedDrainFailsTheCommitAndTheRootsStay) {
+  DiskDir dir;
+  const std::string path = dir.file("fail.pool");
+  auto injector = std::make_shared<FaultInjector>();
+  {
+    auto p = make_pool(path, make_fault_device(injector), FlushMode::pagecache, 2u << 20);
+    ASSERT_TRUE(p);
+    ASSERT_TRUE(p->publish_root(0, pool::kArenaOffset, 1).ok());
+    FaultPlan plan;
+    plan.drain = 1;  // the next write-back fails
+    injector->arm(plan);
+    std::byte* buf = scratch(*p);
+    std::memset(buf, 9, 4096);
+    p->flush(buf, 4096);
+    auto r = p->publish_root(0, pool::kArenaOffset + 4096, 2);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::poisoned) << r.error().message;
+    EXPECT_EQ(p->root(0).version, 1u);
+  }
+  auto again = pool::Pool::open(path);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again.value()->root(0).version, 1u);
+  EXPECT_EQ(again.value()->root(0).offset, pool::kArenaOffset);
+}
+
+TEST(NoneMode, WritesNothingBackAndTheStoresOutliveThePool) {
+  TempDir dir;
+  const std::string path = dir.file("none.pool");
+  {
+    auto p = make_pool(path, "real", FlushMode::none, 2u << 20);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->flush_mode(), FlushMode::none);
+    p->device().reset_stats();
+    std::byte* buf = scratch(*p);
+    std::memset(buf, 3, 8192);
+    p->persist(buf, 8192);
+    p->memcpy_persist(buf + 8192, buf, 4096);
+    ASSERT_TRUE(p->publish_root(1, pool::kArenaOffset, 5).ok());
+    const Stats s = p->stats().device;
+    EXPECT_EQ(s.msyncs, 0u);
+    EXPECT_EQ(s.lines_flushed, 0u);
+    EXPECT_EQ(s.nt_bytes, 0u);
+  }
+  auto again = pool::Pool::open(path);  // a process crash keeps what the page cache holds
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again.value()->root(1).version, 5u);
+  EXPECT_EQ(static_cast<int>(*again.value()->at(pool::kArenaOffset + 8192 + 100)), 3);
+}
+
+TEST(FlushModes, NamesParseBackAndBadOnesAreTypedErrors) {
+  for (FlushMode m : {FlushMode::automatic, FlushMode::cpu, FlushMode::msync, FlushMode::pagecache, FlushMode::none}) {
+    auto back = parse_flush_mode(flush_mode_name(m));
+    ASSERT_TRUE(back.ok()) << flush_mode_name(m);
+    EXPECT_EQ(back.value(), m);
+  }
+  auto bad = parse_flush_mode("fsync");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, Errc::invalid_argument);
+  EXPECT_NE(bad.error().message.find("pagecache"), std::string::npos) << bad.error().message;
 }
 
 // ---- counters ----

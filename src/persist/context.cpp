@@ -260,6 +260,8 @@ Result<std::uint64_t> Context::commit() {
   const auto ds = strategy_->device_stats();
   stats_.nvm_bytes_written = ds.nvm_bytes_written();
   stats_.nvm_lines_written = ds.lines_flushed + ds.nt_bytes / 64;
+  stats_.sync_calls = ds.msyncs;
+  stats_.synced_bytes = ds.synced_bytes;
   stats_.bytes_copied = strategy_->bytes_copied;
   stats_.incremental_bytes_saved = strategy_->incremental_bytes_saved;
   return v;

@@ -573,17 +573,13 @@ Result<void> Pool::publish_roots(const std::vector<std::pair<unsigned, RootSlot>
   for (const auto& [slot, value] : changes) t.slots[slot] = value;
   t.generation += 1;
   seal(t);
-  // 1. the inactive table, durable before the selector names it. If its
-  //    write-back (or any earlier one the new roots depend on) failed, the
-  //    selector is never stored: the live table stays as it was.
-  memcpy_persist(table(next), &t, sizeof t);
+  // 1. the inactive table, durable before the selector names it: commit_word
+  //    drains first, so the table and whatever the caller flushed for the
+  //    new roots are written back together (one write-back on a page-cache
+  //    file system, not two). If any of that failed, the selector is never
+  //    stored: the live table stays as it was.
+  memcpy_nodrain(table(next), &t, sizeof t);
   marker(devices::Marker::root_publish, "root table written");
-  if (int err = device_->io_errno()) {
-    poison(std::string("writing back the root table failed: ") + std::strerror(err));
-    return make_error(Errc::poisoned, path_ + ": publishing roots failed (" + std::strerror(err) +
-                                          "); the previous roots are intact and the pool refuses further "
-                                          "publishes. Fix the device, then reopen the pool");
-  }
   // 2. the commit point: one aligned 8-byte store.
   if (auto r = commit_word(selector(), static_cast<std::uint64_t>(next),
                            "the root table of generation " + std::to_string(t.generation));

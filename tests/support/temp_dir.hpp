@@ -15,13 +15,14 @@ class TempDir {
     namespace fs = std::filesystem;
     const char* env = std::getenv("CAIRN_TEST_DIR");
     fs::path root = env ? fs::path(env) : (fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path());
-    std::string tmpl = (root / "cairn-test-XXXXXX").string();
-    char* made = mkdtemp(tmpl.data());
-    path_ = made ? made : tmpl;
+    make(root.string());
   }
+  // Under `root`.
+  explicit TempDir(const std::string& root) { make(root); }
+  TempDir(TempDir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
   ~TempDir() {
     std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
@@ -29,6 +30,11 @@ class TempDir {
   std::string file(const std::string& name) const { return path_ + "/" + name; }
 
  private:
+  void make(const std::string& root) {
+    std::string tmpl = root + "/cairn-test-XXXXXX";
+    char* made = mkdtemp(tmpl.data());
+    path_ = made ? made : tmpl;
+  }
   std::string path_;
 };
 

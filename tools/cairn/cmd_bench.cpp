@@ -18,6 +18,7 @@
 #include "bench/bench_util.hpp"
 #include "bench/checkpoint_bench.hpp"
 #include "bench/dist_bench.hpp"
+#include "bench/filesystems_bench.hpp"
 #include "bench/gerris_bench.hpp"
 #include "bench/octree_bench.hpp"
 #include "bench/overhead_bench.hpp"
@@ -93,6 +94,63 @@ void add_strategies(CLI::App& bench) {
     exit_code() = kExitOk;
     for (const auto& row : report.value().rows)
       if (row.status == "failed") exit_code() = kExitPartFailed;
+  });
+}
+
+void add_filesystems(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("filesystems",
+                                   "Every strategy, a pmem: stream and the PM-octree on each file system a user has "
+                                   "(tmpfs, ext4 or XFS on an SSD, DAX), against raw write + fdatasync");
+  cmd->footer(
+      "Per --dirs directory and --sizes state size: raw pwrite + fdatasync of the state's bytes (the file\n"
+      "system's limit, measured in the same run), `cairn bench strategies` there with the real device (its\n"
+      "flush mode is the pool's automatic choice: cpu on tmpfs and DAX, pagecache elsewhere) with write-back\n"
+      "system calls and bytes per commit, a pmem: stream written and committed, and a PM-octree persisted whole\n"
+      "and after 1 % of its leaves changed. Ratios: commit against the file strategy's, bandwidth against raw.\n"
+      "Each directory is created if missing; what the benchmark writes there is removed afterwards.\n"
+      "Exit status: 0 measured, 1 a strategy or layer failed (its row says why), 2 bad option.");
+  struct Args {
+    std::string dirs, sizes = "2M,64M", strategies, json;
+    unsigned threads = 0;
+    int repeats = 5;
+    bool quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--dirs", args->dirs,
+                  "Comma-separated directories, one per file system (e.g. /dev/shm/cairn,/var/tmp/cairn)")
+      ->required();
+  cmd->add_option("--sizes", args->sizes, "Comma-separated state sizes with K, M or G (default 2M,64M)");
+  cmd->add_option("--strategies", args->strategies, "Comma-separated strategies (default: all registered)");
+  cmd->add_option("--threads,-t", args->threads, "Threads for copies and flushes (default: all hardware threads)");
+  cmd->add_option("--repeats,-r", args->repeats, "Repetitions; medians are reported (default 5)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
+  cmd->callback([args] {
+    bench::FilesystemsBenchOptions o;
+    o.dirs = bench::split_list(args->dirs);
+    o.sizes.clear();
+    for (const auto& s : bench::split_list(args->sizes)) {
+      auto size = bench::parse_size(s, "--sizes");
+      if (!size.ok()) return fail("filesystems", size.error());
+      o.sizes.push_back(size.value());
+    }
+    o.strategies = bench::split_list(args->strategies);
+    o.threads = args->threads;
+    o.repeats = args->repeats;
+    auto report = bench::run_filesystems_bench(o, args->quiet ? nullptr : &std::cerr);
+    if (!report.ok()) return fail("filesystems", report.error());
+    bench::print_filesystems_report(report.value(), std::cout);
+    if (!args->json.empty())
+      if (auto w = bench::write_filesystems_json(report.value(), args->json); !w.ok())
+        return fail("filesystems", w.error());
+    exit_code() = kExitOk;
+    for (const auto& run : report.value().runs) {
+      for (const auto& row : run.strategies.rows)
+        if (row.status == "failed") exit_code() = kExitPartFailed;
+      for (const auto& l : run.layers)
+        if (l.status == "failed") exit_code() = kExitPartFailed;
+    }
   });
 }
 
@@ -630,6 +688,7 @@ void add_bench_commands(CLI::App& app) {
   bench->require_subcommand(1);
   add_device_bench(*bench);
   add_strategies(*bench);
+  add_filesystems(*bench);
   add_overhead(*bench);
   add_placement(*bench);
   add_stream(*bench);
