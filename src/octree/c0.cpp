@@ -34,15 +34,26 @@ DramSlab::~DramSlab() {
 std::byte* DramSlab::alloc() {
   if (free_.empty()) {
     const std::size_t per = std::max<std::size_t>(1, (1u << 20) / bytes_);
-    void* c = std::aligned_alloc(64, (per * bytes_ + 63) / 64 * 64);
+    chunk_bytes_ = (per * bytes_ + 63) / 64 * 64;
+    void* c = std::aligned_alloc(64, chunk_bytes_);
     if (c == nullptr) throw std::bad_alloc();
     chunks_.push_back(c);
+    const auto start = reinterpret_cast<std::uintptr_t>(c);
+    starts_.insert(std::upper_bound(starts_.begin(), starts_.end(), start), start);
     for (std::size_t i = per; i-- > 0;) free_.push_back(static_cast<std::byte*>(c) + i * bytes_ + 8);
   }
   std::byte* b = free_.back();
   free_.pop_back();
   ++in_use_;
   return b;
+}
+
+bool DramSlab::owns(const std::byte* b) const {
+  const auto p = reinterpret_cast<std::uintptr_t>(b);
+  auto it = std::upper_bound(starts_.begin(), starts_.end(), p);
+  if (it == starts_.begin()) return false;
+  const std::uintptr_t at = p - *--it;
+  return at < chunk_bytes_ && at % bytes_ == 8 && at + bytes_ - 8 <= chunk_bytes_;
 }
 
 // ---------------------------------------------------------------- regions
@@ -90,7 +101,7 @@ Octree::Impl::Ref Octree::Impl::alloc_block(const Octant* parent) {
   BlockHeader* h = hdr(r);
   h->code = code;
   h->epoch = work_gen_;
-  h->check = block_check(code, work_gen_);
+  h->crc = 0;  // written when the block is persisted
   return r;
 }
 
@@ -119,8 +130,9 @@ Octree::Impl::Ref Octree::Impl::copy_block(Ref r, const Octant* parent) {
 // DRAM blocks below `r` (writable) move to the pool.
 Octree::Impl::Ref Octree::Impl::merge(Ref r) {
   const Ref tw = in_dram(r) ? twin(r) : 0;
+  const Octant parent = unpack(hdr(r)->code);  // r is below the root block
   for (int s = 0; s < fan_; ++s) {
-    const Ref c = child(r, s);
+    const Ref c = read_child(r, s, child_octant(parent, s), work_gen_, Reader::quiet);
     if (c != 0 && writable(c)) {
       const Ref m = merge(c);
       if (m != c) child(r, s) = m, touch(r);
@@ -147,11 +159,10 @@ Octree::Impl::Ref Octree::Impl::merge(Ref r) {
 // DRAM block is reached only through writable blocks, so a shared root
 // has none below it.
 void Octree::Impl::merge_all() {
-  const Ref c = child(work_root_, 0);
+  const Ref c = read_child(work_root_, 0, Octant{}, work_gen_, Reader::quiet);
   if (c != 0 && writable(c)) {
-    gc_disabled_ = true;
+    const NoCollection off(*this);
     const Ref m = merge(c);
-    gc_disabled_ = false;
     if (m != c) child(work_root_, 0) = m, touch(work_root_);
   }
   for (auto& [code, g] : regions_) g.dram_blocks = 0;
@@ -183,16 +194,15 @@ void Octree::Impl::evict(std::uint64_t region) {
   int s = 0;
   Octant o{};
   while (o.level < target.level) {
-    const Ref c = child(r, s);
+    const Ref c = read_child(r, s, o, work_gen_, Reader::quiet);
     if (c == 0) return;
     const int idx = child_index(target, o.level + 1);
-    r = c, s = idx, o = child_of(o, idx);
+    r = c, s = idx, o = child_octant(o, idx);
   }
-  const Ref c = child(r, s);
+  const Ref c = read_child(r, s, o, work_gen_, Reader::quiet);
   if (c == 0 || !writable(c)) return;
-  gc_disabled_ = true;
+  const NoCollection off(*this);
   const Ref m = merge(c);
-  gc_disabled_ = false;
   child(r, s) = m;
   touch(r);
   g.dram_blocks = 0;
@@ -200,7 +210,17 @@ void Octree::Impl::evict(std::uint64_t region) {
 
 // ------------------------------------------------- layout transformation
 
+// The transformation only moves blocks between DRAM and the pool: if its
+// sampling meets a damaged block it stops there, and the walk that next
+// reaches the block reports the damage.
 void Octree::Impl::transform_layout() {
+  try {
+    transform_layout_or_fail();
+  } catch (const Fail&) {
+  }
+}
+
+void Octree::Impl::transform_layout_or_fail() {
   // Subtree level (Eq. 1): depth - floor(log_fanout(DRAM blocks)), at least 1.
   const int depth = depth_;
   const double budget_blocks = std::max(1.0, static_cast<double>(dram_budget_) / static_cast<double>(block_bytes_));
@@ -219,13 +239,13 @@ void Octree::Impl::transform_layout() {
   while (!stack.empty()) {
     auto [r, s, o] = stack.back();
     stack.pop_back();
-    const Ref c = child(r, s);
+    const Ref c = read_child(r, s, o, work_gen_, Reader::quiet);
     if (o.level == level) {
       if (c != 0) roots.push_back({pack(o), c});
       continue;
     }
     if (c == 0) continue;
-    for (int k = fan_ - 1; k >= 0; --k) stack.push_back({c, k, child_of(o, k)});
+    for (int k = fan_ - 1; k >= 0; --k) stack.push_back({c, k, child_octant(o, k)});
   }
   if (roots.empty()) return;
   std::mt19937_64 rng(committed_gen_);
@@ -237,8 +257,8 @@ void Octree::Impl::transform_layout() {
       Octant o = unpack(code);
       for (;;) {
         const int k = static_cast<int>(rng() % static_cast<std::uint64_t>(fan_));
-        o = child_of(o, k);
-        const Ref c = child(r, k);
+        const Ref c = read_child(r, k, child_octant(o, k), work_gen_, Reader::quiet);
+        o = child_octant(o, k);
         if (c == 0) {
           hits += feature_(o, data(r, k)) ? 1 : 0;
           break;
@@ -261,7 +281,7 @@ void Octree::Impl::transform_layout() {
       st.pop_back();
       ++n;
       for (int s = 0; s < fan_; ++s)
-        if (const Ref c = child(r, s); c != 0) st.push_back(c);
+        if (const Ref c = read_child(r, s, slot_octant(r, s), work_gen_, Reader::quiet); c != 0) st.push_back(c);
     }
     size[code] = n;
   }

@@ -15,19 +15,46 @@ namespace cairn::octree {
 
 using namespace detail;
 
-void Octree::Impl::validate(Ref r, std::uint64_t parent) const {
-  validate(r, parent, work_gen_);
-  if (charge_reads_ && !in_dram(r)) pool_->device().read_charge(block_bytes_, false);
+// ------------------------------------------------------- the checked read
+
+void Octree::Impl::damaged(const Octant* o, const std::string& what) const {
+  std::string where;
+  if (o != nullptr)
+    where = " (below the octant of level " + std::to_string(o->level) + " at " + std::to_string(o->x) + "," +
+            std::to_string(o->y) + "," + std::to_string(o->z) + ")";
+  fail(Errc::corrupted, file_ + " is damaged: " + what + where +
+                            "; the tree cannot be read. Restore it from another copy, or remove the pool file and "
+                            "start again");
 }
 
-void Octree::Impl::validate(Ref r, std::uint64_t parent, std::uint32_t max_epoch) const {
-  if (!in_dram(r) && (r % 8 != 0 || r < pool::kArenaOffset || r > pool_->size() - block_bytes_))
-    fail(Errc::corrupted,
-         "a child reference points outside the pool (" + std::to_string(r) + "): " + file_ + " is damaged");
+void Octree::Impl::bad_child(Ref parent, Ref c, const Octant& o, std::uint32_t max_epoch, Reader who) const {
+  if (in_dram(c)) damaged(&o, "a child reference names a DRAM block");
+  if (c % 8 != 0 || c < pool::kArenaOffset || c > pool_size_ - block_bytes_)
+    damaged(&o, "a child reference points outside the pool (" + std::to_string(c) + ")");
+  if (o.level >= kMaxLevel) damaged(&o, "an octant of the finest level has children");
+  if (hdr(c)->code != pack(o)) damaged(&o, "a block names another octant than the one it was reached from");
+  (void)parent, (void)max_epoch, (void)who;
+  damaged(&o, "a block is of a later generation than the version reaching it");
+}
+
+void Octree::Impl::bad_block(Ref r, const char* what) const {
+  damaged(nullptr, "the block at offset " + std::to_string(r) + " " + what);
+}
+
+Octree::Impl::Ref Octree::Impl::read_root(Ref r, std::uint32_t max_epoch, Reader who) const {
+  if (in_dram(r) || r % 8 != 0 || r < pool::kArenaOffset || r > pool_size_ - block_bytes_)
+    damaged(nullptr, "the root reference points outside the pool (" + std::to_string(r) + ")");
   const BlockHeader* h = hdr(r);
-  if (h->code != parent || h->check != block_check(h->code, h->epoch) || h->epoch > max_epoch)
-    fail(Errc::corrupted, "an octant block fails its check (octant code " + std::to_string(parent) + "): " + file_ +
-                              " is damaged; restore cannot use it");
+  if (h->code != kNoParent || h->epoch > max_epoch) damaged(nullptr, "the root block fails its check");
+  check_pool_block(r, who);
+  return r;
+}
+
+// Chunk `index` (chunks_[index]) joins the window table.
+void Octree::Impl::note_chunk(std::uint32_t index) {
+  const std::uint64_t w = (chunks_[index] - pool::kArenaOffset) >> window_shift_;
+  if (w >= window_.size()) window_.resize(w + 1, 0);
+  window_[w] = index + 1;
 }
 
 // ------------------------------------------------------------ chunk store
@@ -44,6 +71,7 @@ void Octree::Impl::add_chunk() {
       std::upper_bound(chunk_index_.begin(), chunk_index_.end(), std::make_pair(off.value(), std::uint32_t{0})),
       {off.value(), static_cast<std::uint32_t>(chunks_.size())});
   chunks_.push_back(off.value());
+  note_chunk(static_cast<std::uint32_t>(chunks_.size() - 1));
   bump_ = 0;
 }
 
@@ -61,6 +89,12 @@ Octree::Impl::Ref Octree::Impl::nvm_alloc() {
     r = chunks_.back() + bump_ * block_bytes_;
     ++bump_;
   }
+  // A block of a restored chunk is written from scratch now: nothing of it
+  // is left to check.
+  std::uint32_t chunk;
+  std::uint64_t i;
+  if (!unchecked_.empty() && locate(r, chunk, i) && chunk < unchecked_.size())
+    unchecked_[chunk][i / 64] &= ~(std::uint64_t{1} << (i % 64));
   dirty_.push_back(r);
   nvm_store_lines_ += block_lines_;
   return r;
@@ -109,26 +143,39 @@ bool Octree::Impl::locate_block(const ChunkIndex& chunk_index, Ref r, std::uint3
   return (r - it->first) % block_bytes_ == 0;
 }
 
-// Marks the pool blocks reachable from `r`; shared subtrees once.
-void Octree::Impl::mark(Ref r, std::uint64_t parent_code, Marks& m, const ChunkIndex& index,
-                        std::uint32_t max_epoch) const {
-  validate(r, parent_code, max_epoch);
+// Marks the pool blocks reachable from the (checked) block `r`; shared
+// subtrees once.
+void Octree::Impl::mark(Ref r, Marks& m, const ChunkIndex& index, std::uint32_t max_epoch, Reader who) const {
   if (!in_dram(r)) {
     std::uint32_t c;
     std::uint64_t i;
-    if (!locate_block(index, r, c, i) || c >= m.bits.size())
-      fail(Errc::corrupted, file_ + ": a block lies outside every chunk");
+    const bool found = who == Reader::background ? locate_block(index, r, c, i) : locate(r, c, i);
+    if (!found || c >= m.bits.size()) fail(Errc::corrupted, file_ + ": a block lies outside every chunk");
     auto& word = m.bits[c][i / 64];
     if (word & (std::uint64_t{1} << (i % 64))) return;
     word |= std::uint64_t{1} << (i % 64);
   }
-  const int n = parent_code == kNoParent ? 1 : fan_;
-  for (int s = 0; s < n; ++s) {
-    const Ref c = child(r, s);
-    if (c == 0) continue;
-    const Octant o = parent_code == kNoParent ? Octant{} : child_of(unpack(parent_code), s);
-    mark(c, pack(o), m, index, max_epoch);
+  const std::uint64_t code = hdr(r)->code;
+  if (code == kNoParent) {
+    if (const Ref c = read_child(r, 0, Octant{}, max_epoch, who); c != 0) mark(c, m, index, max_epoch, who);
+    return;
   }
+  const Octant parent = unpack(code);
+  for (int s = 0; s < fan_; ++s)
+    if (const Ref c = read_child(r, s, child_octant(parent, s), max_epoch, who); c != 0)
+      mark(c, m, index, max_epoch, who);
+}
+
+// Marks from the versions' roots: the committed one and the kept one before
+// it (each checked as a committed version: all in the pool, no block newer
+// than the committed generation) and the working one.
+void Octree::Impl::mark_roots(Marks& m, bool committed, bool previous) const {
+  const std::uint32_t gen = committed_limit();
+  if (committed && committed_root_ != 0)
+    mark(read_root(committed_root_, gen, Reader::quiet), m, chunk_index_, gen, Reader::quiet);
+  if (previous && previous_root_ != 0)
+    mark(read_root(previous_root_, gen, Reader::quiet), m, chunk_index_, gen, Reader::quiet);
+  mark(read_root(work_root_, work_gen_, Reader::quiet), m, chunk_index_, work_gen_, Reader::quiet);
 }
 
 Octree::Impl::Marks Octree::Impl::fresh_marks(std::size_t nchunks) const {
@@ -150,11 +197,7 @@ Error Octree::Impl::stop_background_gc() {
 void Octree::Impl::collect() {
   (void)stop_background_gc();
   Marks m = fresh_marks(chunks_.size());
-  if (committed_root_ != 0 && !internal_.gc_ignores_committed)
-    mark(committed_root_, kNoParent, m, chunk_index_, work_gen_);
-  if (previous_root_ != 0 && !internal_.gc_ignores_previous)
-    mark(previous_root_, kNoParent, m, chunk_index_, work_gen_);
-  mark(work_root_, kNoParent, m, chunk_index_, work_gen_);
+  mark_roots(m, !internal_.gc_ignores_committed, !internal_.gc_ignores_previous);
   free_.clear();
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     const std::uint64_t limit = c + 1 == chunks_.size() ? bump_ : blocks_per_chunk_;
@@ -177,8 +220,8 @@ void Octree::Impl::start_background_gc() {
                      gen = static_cast<std::uint32_t>(committed_gen_)] {
     try {
       Marks m = fresh_marks(chunks.size());
-      mark(root, kNoParent, m, index, gen);
-      if (previous != 0) mark(previous, kNoParent, m, index, gen);
+      mark(read_root(root, gen, Reader::background), m, index, gen, Reader::background);
+      if (previous != 0) mark(read_root(previous, gen, Reader::background), m, index, gen, Reader::background);
       for (std::size_t c = 0; c < chunks.size(); ++c)
         for (std::uint64_t i = 0; i < blocks_per_chunk_; ++i)
           if (!(m.bits[c][i / 64] & (std::uint64_t{1} << (i % 64)))) bg_free_.push_back(chunks[c] + i * block_bytes_);
@@ -202,9 +245,7 @@ Result<void> Octree::Impl::verify() {
   return guard([&]() -> Result<void> {
     install_background_gc();
     Marks m = fresh_marks(chunks_.size());
-    if (committed_root_ != 0) mark(committed_root_, kNoParent, m, chunk_index_, work_gen_);
-    if (previous_root_ != 0) mark(previous_root_, kNoParent, m, chunk_index_, work_gen_);
-    mark(work_root_, kNoParent, m, chunk_index_, work_gen_);
+    mark_roots(m, true, true);
     std::uint64_t reachable = 0;
     for (const auto& bits : m.bits)
       for (const std::uint64_t w : bits) reachable += static_cast<std::uint64_t>(__builtin_popcountll(w));

@@ -27,8 +27,9 @@ using namespace detail;
 std::pair<Octree::Impl::Ref, Octree::Impl::Ref> Octree::Impl::commit(Ref r) {
   Ref cref[8], wref[8];
   bool differs = false;
+  const Octant parent = unpack(hdr(r)->code);  // r is below the root block
   for (int s = 0; s < fan_; ++s) {
-    const Ref c = child(r, s);
+    const Ref c = read_child(r, s, child_octant(parent, s), work_gen_, Reader::quiet);
     cref[s] = wref[s] = c;
     if (c != 0 && writable(c)) std::tie(cref[s], wref[s]) = commit(c);
     differs = differs || cref[s] != wref[s];
@@ -63,12 +64,11 @@ Octree::Impl::Ref Octree::Impl::next_generation_copy(Ref r) {
   next_dirty_.push_back(w);
   std::memcpy(blk(w), blk(r), block_bytes_);
   hdr(w)->epoch = work_gen_ + 1;
-  hdr(w)->check = block_check(hdr(w)->code, work_gen_ + 1);
   return w;
 }
 
 Octree::Impl::Ref Octree::Impl::commit_root(Ref r) {  // the root block holds one slot and is never in DRAM
-  const Ref c = child(r, 0);
+  const Ref c = read_child(r, 0, Octant{}, work_gen_, Reader::quiet);
   work_next_root_ = r;
   if (c == 0 || !writable(c)) return r;
   const auto [cc, wc] = commit(c);
@@ -89,15 +89,20 @@ Result<PersistStats> Octree::Impl::persist() {
     collect_if_low();
     PersistStats ps;
     merged_count_ = 0;
-    gc_disabled_ = true;
     next_dirty_.clear();
-    const Ref committed_root = commit_root(work_root_);
-    gc_disabled_ = false;
+    Ref committed_root;
+    {
+      const NoCollection off(*this);
+      committed_root = commit_root(work_root_);
+    }
     ps.merged_from_dram = merged_count_;
     // Everything new becomes durable (the dirty list may hold a block twice,
     // or a block freed again: flushing it once more is harmless).
     std::sort(dirty_.begin(), dirty_.end());
     dirty_.erase(std::unique(dirty_.begin(), dirty_.end()), dirty_.end());
+    // Each block's CRC, over its final contents (a block freed again gets
+    // one too: harmless).
+    for (const Ref r : dirty_) hdr(r)->crc = block_crc(blk(r), block_bytes_);
     const auto flush_blocks = [&] {
       for (const Ref r : dirty_) pool_->flush(blk(r), block_bytes_);
       if (chunks_.size() > committed_chunks_)
@@ -116,6 +121,7 @@ Result<PersistStats> Octree::Impl::persist() {
     rec.root = committed_root;
     rec.chunk_count = chunks_.size();
     rec.depth = static_cast<std::uint64_t>(depth_);
+    rec.table_crc = util::crc32c(0, table_, chunks_.size() * 8);
     rec.checksum = record_checksum(rec);
     pool_->memcpy_persist(base_ + at, &rec, sizeof rec);
     if (auto r = pool_->publish_root(kRecordSlot, at, gen); !r.ok()) return r.error();

@@ -5,7 +5,8 @@
 // Where each part lives:
 //   format.hpp   on-media structs, child references, locational codes
 //   records.cpp  create/restore: the tree header, the commit records, attach
-//   chunks.cpp   the chunk store, garbage collection, verify()
+//   chunks.cpp   the checked read of a reference, the chunk store, garbage
+//                collection, verify()
 //   c0.cpp       the DRAM slab, C0 regions, merge/evict, layout transformation
 //   commit.cpp   persist(): the committed version's blocks, flush, record
 //   meshing.cpp  refine, coarsen, follow, balance, update (the writing walks)
@@ -62,10 +63,15 @@ class DramSlab {
     --in_use_;
   }
   std::uint64_t in_use() const { return in_use_; }
+  // Whether `b` is where a block of this slab starts (a DRAM reference read
+  // from a pool block is believed only then).
+  bool owns(const std::byte* b) const;
 
  private:
   std::size_t bytes_;
+  std::size_t chunk_bytes_ = 0;
   std::vector<void*> chunks_;
+  std::vector<std::uintptr_t> starts_;  // of chunks_, sorted
   std::vector<std::byte*> free_;
   std::uint64_t in_use_ = 0;
 };
@@ -130,7 +136,8 @@ class Octree::Impl {
   const std::string& file() const { return file_; }
 
  private:
-  struct Ops;  // meshing.cpp: the writing traversals
+  class Path;  // meshing.cpp: a writing walk's frames and where merges may run
+  struct Ops;  // meshing.cpp: the writing walks
 
   // ---- geometry of blocks
   int dims_ = 3, fan_ = 8;
@@ -141,6 +148,7 @@ class Octree::Impl {
   std::unique_ptr<pool::Pool> pool_owner_;  // null when the pool is borrowed (crash harness)
   pool::Pool* pool_ = nullptr;
   std::byte* base_ = nullptr;
+  std::uint64_t pool_size_ = 0;
   detail::Internal internal_;
   std::uint64_t meta_ = 0;  // tree header extent
   detail::TreeHeader* header_ = nullptr;
@@ -151,6 +159,17 @@ class Octree::Impl {
   std::uint64_t committed_chunks_ = 0;
   std::uint64_t blocks_per_chunk_ = 0;
   std::uint64_t bump_ = 0;  // next unused block of the last chunk
+  // Where each chunk starts: window_[w] is 1 + the index of the chunk that
+  // starts in [kArenaOffset + w chunk_bytes, + chunk_bytes) (chunks do not
+  // overlap, so at most one does), 0 for none: a block is found in O(1).
+  std::vector<std::uint32_t> window_;
+  std::uint64_t chunk_span_ = 0;     // the bytes a chunk's blocks span
+  int window_shift_ = 0;             // log2 of a window of window_
+  std::uint64_t block_inverse_ = 0;  // floor((2^32 - 1) / block_bytes_)
+  // Blocks of the chunks restore found (one vector per chunk) whose CRC no
+  // walk has checked yet, one bit per block; a block loses its bit when a
+  // walk has checked it or when it is handed out again.
+  mutable std::vector<std::vector<std::uint64_t>> unchecked_;
   std::vector<std::uint64_t> free_;
   std::vector<std::uint64_t> dirty_;       // pool blocks written in this generation
   std::vector<std::uint64_t> next_dirty_;  // pool blocks of the next generation, made by commit
@@ -167,6 +186,16 @@ class Octree::Impl {
   std::uint64_t previous_gen_ = 0;
   std::uint32_t work_gen_ = 1;
   bool gc_disabled_ = false;
+  // Collection off for a scope: merges and the commit move blocks, and a
+  // collection must not see them half moved.
+  struct NoCollection {
+    Impl& t;
+    bool was;
+    explicit NoCollection(Impl& i) : t(i), was(i.gc_disabled_) { t.gc_disabled_ = true; }
+    ~NoCollection() { t.gc_disabled_ = was; }
+    NoCollection(const NoCollection&) = delete;
+    NoCollection& operator=(const NoCollection&) = delete;
+  };
   // collect_if_low(): collect once the tree holds this many chunks (twice
   // what the last collection found live, plus kGrowthChunks).
   static constexpr std::uint64_t kGrowthChunks = 4;
@@ -205,15 +234,6 @@ class Octree::Impl {
 
   std::string file_;  // the pool file
 
-  // ---- traversal state: frame d holds the block whose slots are the
-  // octants of level d (frame 0: the root block, one slot).
-  struct Frame {
-    Ref block = 0;
-    Octant parent;  // the octant whose children the block holds (unused in frame 0)
-    int slot = 0;
-  };
-  Frame path_[kMaxLevel + 2];
-
   // ---- block access
   std::byte* blk(Ref r) const {
     return detail::in_dram(r) ? reinterpret_cast<std::byte*>(r & ~std::uint64_t{1}) : base_ + r;
@@ -223,11 +243,7 @@ class Octree::Impl {
   // committed version (written by the last persist), or 0 once the DRAM
   // block has changed since (or never had one).
   Ref& twin(Ref r) const { return *reinterpret_cast<Ref*>(blk(r) - 8); }
-  void stamp(Ref r) const {
-    detail::BlockHeader* h = hdr(r);
-    h->epoch = work_gen_;
-    h->check = detail::block_check(h->code, work_gen_);
-  }
+  void stamp(Ref r) const { hdr(r)->epoch = work_gen_; }
   std::uint64_t& child(Ref r, int s) const {
     return *reinterpret_cast<std::uint64_t*>(blk(r) + sizeof(detail::BlockHeader) +
                                              static_cast<std::size_t>(s) * stride_);
@@ -238,8 +254,17 @@ class Octree::Impl {
   bool writable(Ref r) const {
     return detail::in_dram(r) || hdr(r)->epoch == work_gen_ || internal_.skip_copy_on_write;
   }
-  int slots_of(int d) const { return d == 0 ? 1 : fan_; }
-  Octant octant_at(int d, int s) const { return d == 0 ? Octant{} : child_of(path_[d].parent, s); }
+  // The newest generation a committed version holds (the broken variant
+  // that skips copy-on-write writes committed blocks in place: it is left to
+  // the crash harness to catch, not to these checks).
+  std::uint32_t committed_limit() const {
+    return internal_.skip_copy_on_write ? work_gen_ : static_cast<std::uint32_t>(committed_gen_);
+  }
+  // The octant of block r's slot s (the block's header names their parent).
+  Octant slot_octant(Ref r, int s) const {
+    const std::uint64_t code = hdr(r)->code;
+    return code == detail::kNoParent ? Octant{} : detail::child_octant(detail::unpack(code), s);
+  }
   // Which child of the level-(level-1) ancestor of `o` contains it.
   static int child_index(const Octant& o, int level) {
     const int b = kMaxLevel - level;
@@ -255,14 +280,105 @@ class Octree::Impl {
     }
   }
 
-  // Checks a block reached from the octant whose code is `parent`.
-  // A traversal reaching a block: checked, and its read charged to an
-  // emulated NVM device when the block is in the pool.
-  void validate(Ref r, std::uint64_t parent) const;
-  void validate(Ref r, std::uint64_t parent, std::uint32_t max_epoch) const;
+  // ---- the checked read (chunks.cpp): every walk reads a child reference
+  // through read_child and a root through read_root, which return it only
+  // once it is believable:
+  //  - an octant of the finest level has no children;
+  //  - a pool reference is 8-aligned, lies in the pool and names a block of
+  //    a chunk; a DRAM reference (bit 0) is read by a walk of the working
+  //    version from a DRAM block, or from a pool block and names a block of
+  //    the DRAM slab (so none is believed in a freshly restored tree);
+  //  - the block's header names the octant it was reached from, and its
+  //    generation is at most the walk's `max_epoch` (the committed one for
+  //    committed versions) and, below a pool block, at most that block's
+  //    (copy-on-write copies a block's whole path, so a child is never newer
+  //    than its parent);
+  //  - a pool block restore found is checked against its CRC the first time
+  //    a walk reaches it (the background collector checks every one).
+  // Anything else is Errc::corrupted naming the pool file.
+  enum class Reader {
+    walk,        // a walk of the working version: a pool block's read is charged to an emulated NVM device
+    quiet,       // commit, merge, collection, stats: no charge
+    background,  // the collector's thread after restore: every CRC checked, nothing recorded
+  };
+  Ref read_child(Ref r, int s, const Octant& o, std::uint32_t max_epoch, Reader who = Reader::walk) const {
+    const Ref c = child(r, s);
+    if (c == 0) return 0;
+    check_child(r, c, o, max_epoch, who);
+    return c;
+  }
+  Ref read_root(Ref r, std::uint32_t max_epoch, Reader who) const;
+  // The checks of read_child (inline: every walk runs them for every
+  // reference); bad_child says which one failed.
+  void check_child(Ref parent, Ref c, const Octant& o, std::uint32_t max_epoch, Reader who) const {
+    const bool dram = detail::in_dram(c);
+    if (dram) {
+      // Only the working version reaches DRAM blocks, and only through DRAM
+      // blocks or pool blocks this process wrote (which point into its slab).
+      if (who == Reader::background || max_epoch != work_gen_ || (!detail::in_dram(parent) && !slab_->owns(blk(c))))
+        bad_child(parent, c, o, max_epoch, who);
+    } else if (c % 8 != 0 || c < pool::kArenaOffset || c > pool_size_ - block_bytes_) {
+      bad_child(parent, c, o, max_epoch, who);
+    }
+    const detail::BlockHeader* h = hdr(c);
+    const std::uint32_t limit =
+        detail::in_dram(parent) || internal_.skip_copy_on_write ? max_epoch : std::min(max_epoch, hdr(parent)->epoch);
+    if (o.level >= kMaxLevel || h->code != detail::pack(o) || h->epoch > limit) bad_child(parent, c, o, max_epoch, who);
+    if (!dram) {
+      check_pool_block(c, who);
+      if (who == Reader::walk && charge_reads_) pool_->device().read_charge(block_bytes_, false);
+    }
+  }
+  [[noreturn]] void bad_child(Ref parent, Ref c, const Octant& o, std::uint32_t max_epoch, Reader who) const;
+  // A pool block lies in a chunk; one of the chunks restore found is checked
+  // against its CRC the first time a walk reaches it (the background
+  // collector checks every one it reaches and records nothing: it runs
+  // beside the walks).
+  void check_pool_block(Ref r, Reader who) const {
+    std::uint32_t chunk;
+    std::uint64_t i;
+    if (who == Reader::background) {
+      if (hdr(r)->crc != detail::block_crc(blk(r), block_bytes_)) bad_block(r, "fails its CRC");
+    } else if (!locate(r, chunk, i)) {
+      bad_block(r, "is not a block of a chunk");
+    } else if (chunk < unchecked_.size()) {
+      std::uint64_t& word = unchecked_[chunk][i / 64];
+      const std::uint64_t bit = std::uint64_t{1} << (i % 64);
+      if ((word & bit) == 0) return;
+      if (hdr(r)->crc != detail::block_crc(blk(r), block_bytes_)) bad_block(r, "fails its CRC");
+      word &= ~bit;
+    }
+  }
+  [[noreturn]] void bad_block(Ref r, const char* what) const;
+  [[noreturn]] void damaged(const Octant* o, const std::string& what) const;
+  // The chunk and index of the block at r, if r is where a block of a
+  // chunk starts (no division: every walk runs it for every pool block).
+  // Windows are the largest power of two not above a chunk, so the chunk
+  // holding r starts in r's window or one of the two before.
+  bool locate(Ref r, std::uint32_t& chunk, std::uint64_t& index) const {
+    if (r < pool::kArenaOffset) return false;
+    const std::uint64_t w = (r - pool::kArenaOffset) >> window_shift_;
+    for (std::uint64_t back = 0; back < 3 && back <= w; ++back) {
+      const std::uint64_t k = w - back;
+      if (k >= window_.size() || window_[k] == 0) continue;
+      const std::uint64_t start = chunks_[window_[k] - 1];
+      if (r < start || r - start >= chunk_span_) continue;
+      const std::uint64_t off = r - start;
+      // Below 2^32 the 32-bit reciprocal rounds down by at most one.
+      std::uint64_t q = off >> 32 != 0 ? off / block_bytes_ : (off * block_inverse_) >> 32;
+      if ((q + 1) * block_bytes_ <= off) ++q;
+      if (q * block_bytes_ != off) return false;
+      chunk = window_[k] - 1;
+      index = q;
+      return true;
+    }
+    return false;
+  }
+  void note_chunk(std::uint32_t index);
 
   // ---- records.cpp
   void configure(const Options& o);
+  void set_chunk_geometry(std::uint64_t chunk_bytes);
 
   // ---- c0.cpp: regions, DRAM blocks, merges
   std::uint64_t region_of(const Octant& parent) const;
@@ -274,6 +390,7 @@ class Octree::Impl {
   void merge_all();
   void maybe_evict();
   void evict(std::uint64_t region);
+  void transform_layout_or_fail();
 
   // ---- chunks.cpp: the chunk store and the collector
   void add_chunk();
@@ -285,7 +402,8 @@ class Octree::Impl {
     std::vector<std::vector<std::uint64_t>> bits;  // per chunk
   };
   bool locate_block(const ChunkIndex& chunk_index, Ref r, std::uint32_t& chunk, std::uint64_t& index) const;
-  void mark(Ref r, std::uint64_t parent_code, Marks& m, const ChunkIndex& index, std::uint32_t max_epoch) const;
+  void mark(Ref r, Marks& m, const ChunkIndex& index, std::uint32_t max_epoch, Reader who) const;
+  void mark_roots(Marks& m, bool committed, bool previous) const;
   Marks fresh_marks(std::size_t nchunks) const;
   Error stop_background_gc();
   void collect();
@@ -296,13 +414,11 @@ class Octree::Impl {
   Ref next_generation_copy(Ref r);
   Ref commit_root(Ref r);
 
-  // ---- meshing.cpp
-  void make_writable(int d);
-  Ref split(int d, int s, const InitFn& init);
-
   // ---- queries.cpp
   template <class Leaf>
-  void walk(Ref r, const Octant& parent, bool is_root, const Leaf& leaf) const;
+  void walk(Ref r, const Octant& parent, bool is_root, std::uint32_t max_epoch, const Leaf& leaf) const;
+  template <class Leaf>
+  void walk_working(const Leaf& leaf) const;
   Result<std::uint64_t> checksum_from(Ref root) const;
 };
 

@@ -1,9 +1,8 @@
 // meshing.cpp — the PM-octree's writing walks: refine, coarsen, follow,
-// 2:1 balance, update_leaves and update_root. They run over path_, one frame
-// per level, so that a change can make the path above it writable
-// (copy-on-write climbs to the root); a C0 merge runs only between the
-// children of octants above L_sub, where no frame points into a block it
-// may move.
+// 2:1 balance, update_leaves and update_root. Each runs over a Path, one
+// frame per level, so that a change can make the path above it writable
+// (copy-on-write climbs to the root); the Path also decides where a C0
+// merge may run during a walk.
 #include <algorithm>
 #include <array>
 #include <unordered_set>
@@ -14,63 +13,151 @@ namespace cairn::octree {
 
 using namespace detail;
 
-// Makes the blocks of frames 0..d writable, copying shared ones and
-// relinking each copy in its (already writable) parent.
-void Octree::Impl::make_writable(int d) {
-  for (int k = 0; k <= d; ++k) {
-    Frame& f = path_[k];
-    if (writable(f.block)) continue;
-    const Ref c = copy_block(f.block, k == 0 ? nullptr : &f.parent);
-    if (k == 0)
-      work_root_ = c;
-    else
-      child(path_[k - 1].block, path_[k - 1].slot) = c, touch(path_[k - 1].block);
-    f.block = c;
-  }
-}
+// A writing walk's path from the root. Frame d holds the block whose slots
+// are the octants of level d (frame 0: the root block, one slot), the octant
+// whose children they are, and the slot the walk is at. Every child
+// reference is read through child(), the checked read.
+//
+// Merges: a C0 merge (maybe_evict) moves the DRAM blocks of a region to the
+// pool and rewrites the reference above them, so it must not run while a
+// frame points into a block it may move. The blocks of frames 0..L_sub hold
+// octants of levels up to L_sub, whose parents lie above the regions: those
+// blocks never move. So a pending merge runs only when the walk moves to a
+// slot of a frame at or above L_sub (at(), frames below are dead then), or
+// between descents (settle()); the frames re-read the reference of their
+// slot afterwards.
+class Octree::Impl::Path {
+ public:
+  explicit Path(Impl& t) : t_(t) { f_[0] = {t.work_root_, Octant{}, 0}; }
 
-// New children for the leaf at frame d, slot s (frames 0..d writable).
-Octree::Impl::Ref Octree::Impl::split(int d, int s, const InitFn& init) {
-  const Octant o = octant_at(d, s);
-  if (o.level >= kMaxLevel) fail(Errc::invalid_argument, "cannot refine past level " + std::to_string(kMaxLevel));
-  const Ref nb = alloc_block(&o);
-  depth_ = std::max(depth_, o.level + 1);
-  const std::byte* pd = data(path_[d].block, s);
-  for (int c = 0; c < fan_; ++c) {
-    child(nb, c) = 0;
-    std::byte* cd = data(nb, c);
-    std::memset(cd, 0, stride_ - 8);
-    if (init) init(child_of(o, c), cd, pd);
-  }
-  child(path_[d].block, s) = nb;
-  touch(path_[d].block);
-  return nb;
-}
+  int slots(int d) const { return d == 0 ? 1 : t_.fan_; }
+  Ref block(int d) const { return f_[d].block; }
+  int slot(int d) const { return f_[d].slot; }
+  // The octant at frame d's slot.
+  Octant octant(int d) const { return d == 0 ? Octant{} : child_octant(f_[d].parent, f_[d].slot); }
+  std::byte* data(int d) const { return t_.data(f_[d].block, f_[d].slot); }
 
+  // Moves frame d to slot s; where no deeper frame can be live, a pending
+  // merge runs first.
+  void at(int d, int s) {
+    if (d <= t_.region_level_) t_.maybe_evict();
+    f_[d].slot = s;
+  }
+  // Between descents (no frame is live): a pending merge runs, and the
+  // frames kept for the next descent are dropped if it moved blocks.
+  void settle() {
+    const std::uint64_t merges = t_.merges_;
+    t_.maybe_evict();
+    if (t_.merges_ != merges) cached_ = -1;
+  }
+
+  // The reference at frame d's slot, checked (0: a leaf).
+  Ref child(int d) const { return t_.read_child(f_[d].block, f_[d].slot, octant(d), t_.work_gen_); }
+  // Frame d + 1 holds the block `c` of the children of frame d's octant.
+  void enter(int d, Ref c) { f_[d + 1] = {c, octant(d), 0}; }
+
+  // Makes the blocks of frames 0..d writable, copying shared ones and
+  // relinking each copy in its (already writable) parent.
+  void make_writable(int d) {
+    for (int k = 0; k <= d; ++k) {
+      Frame& f = f_[k];
+      if (t_.writable(f.block)) continue;
+      const Ref c = t_.copy_block(f.block, k == 0 ? nullptr : &f.parent);
+      if (k == 0)
+        t_.work_root_ = c;
+      else
+        t_.child(f_[k - 1].block, f_[k - 1].slot) = c, t_.touch(f_[k - 1].block);
+      f.block = c;
+    }
+  }
+  // Stores `c` at frame d's slot (frames 0..d writable).
+  void set_child(int d, Ref c) {
+    t_.child(f_[d].block, f_[d].slot) = c;
+    t_.touch(f_[d].block);
+  }
+  // New children for the leaf at frame d's slot (frames 0..d writable).
+  Ref split(int d, const InitFn& init) {
+    const Octant o = octant(d);
+    if (o.level >= kMaxLevel) fail(Errc::invalid_argument, "cannot refine past level " + std::to_string(kMaxLevel));
+    const Ref nb = t_.alloc_block(&o);
+    t_.depth_ = std::max(t_.depth_, o.level + 1);
+    const std::byte* pd = data(d);
+    for (int c = 0; c < t_.fan_; ++c) {
+      t_.child(nb, c) = 0;
+      std::byte* cd = t_.data(nb, c);
+      std::memset(cd, 0, t_.stride_ - 8);
+      if (init) init(child_octant(o, c), cd, pd);
+    }
+    set_child(d, nb);
+    return nb;
+  }
+
+  // Descends to the octant `q`, splitting leaves on the way; every octant
+  // made internal is reported. Leaves the path at q's frame. The frames of
+  // the previous descent stay valid (copies and splits update them in
+  // place), so a descent starts at the deepest octant its target shares with
+  // the previous one instead of at the root: balance visits octants in Morton
+  // order, whose neighbours mostly share all but the last levels.
+  template <class Made>
+  void descend(const Octant& q, const InitFn& init, const Made& made) {
+    int start = 0;
+    if (cached_ >= 0) {
+      start = std::min(cached_, q.level);
+      while (start > 0 && !(ancestor(q, start) == ancestor(last_, start))) --start;
+    }
+    if (start == 0) f_[0] = {t_.work_root_, Octant{}, 0};
+    Octant o = ancestor(q, start);
+    for (int d = start; o.level < q.level; ++d) {
+      Ref c = child(d);
+      if (c == 0) {
+        make_writable(d);
+        c = split(d, init);
+        made(o);
+      }
+      const int idx = Impl::child_index(q, o.level + 1);
+      enter(d, c);
+      f_[d + 1].slot = idx;
+      o = child_octant(o, idx);
+    }
+    cached_ = q.level;
+    last_ = q;
+  }
+
+ private:
+  struct Frame {
+    Ref block = 0;
+    Octant parent;  // the octant whose children the block holds (unused in frame 0)
+    int slot = 0;
+  };
+  static Octant ancestor(const Octant& q, int level) {
+    const std::uint32_t mask = level == 0 ? 0 : ~((kRootLength >> level) - 1);
+    return {level, q.x & mask, q.y & mask, q.z & mask};
+  }
+
+  Impl& t_;
+  Frame f_[kMaxLevel + 2];
+  int cached_ = -1;  // levels of the frames valid from the previous descent; -1: none
+  Octant last_{};
+};
+
+// The walks, each over a Path.
 struct Octree::Impl::Ops {
   Impl& t;
-
-  void enter(int d, Ref block, const Octant& parent) {
-    t.path_[d].block = block;
-    t.path_[d].parent = parent;
-  }
+  Path p{t};
 
   // refine: frames 0..d set; visits the slots of frame d.
   void refine(int d, bool recursive, const RefineFn& fn, const InitFn& init, int max_level) {
-    for (int s = 0; s < t.slots_of(d); ++s) {
-      if (d <= t.region_level_) t.maybe_evict();
-      t.path_[d].slot = s;
-      const Octant o = t.octant_at(d, s);
-      Ref c = t.child(t.path_[d].block, s);
+    for (int s = 0; s < p.slots(d); ++s) {
+      p.at(d, s);
+      const Octant o = p.octant(d);
+      Ref c = p.child(d);
       if (c == 0) {
-        if (o.level >= max_level || !fn(o, t.data(t.path_[d].block, s))) continue;
-        t.make_writable(d);
-        c = t.split(d, s, init);
+        if (o.level >= max_level || !fn(o, p.data(d))) continue;
+        p.make_writable(d);
+        c = p.split(d, init);
         if (!recursive) continue;
-      } else {
-        t.validate(c, pack(o));
       }
-      enter(d + 1, c, o);
+      p.enter(d, c);
       refine(d + 1, recursive, fn, init, max_level);
     }
   }
@@ -79,75 +166,65 @@ struct Octree::Impl::Ops {
   // offered again unless recursive).
   void coarsen(int d, bool recursive, const CoarsenFn& fn, const MergeFn& merge,
                std::unordered_set<std::uint64_t>& fresh, std::vector<LeafView>& family) {
-    for (int s = 0; s < t.slots_of(d); ++s) {
-      if (d <= t.region_level_) t.maybe_evict();
-      t.path_[d].slot = s;
-      Ref c = t.child(t.path_[d].block, s);
-      if (c == 0) continue;
-      const Octant o = t.octant_at(d, s);
-      t.validate(c, pack(o));
-      enter(d + 1, c, o);
+    for (int s = 0; s < p.slots(d); ++s) {
+      p.at(d, s);
+      const Ref below = p.child(d);
+      if (below == 0) continue;
+      const Octant o = p.octant(d);
+      p.enter(d, below);
       coarsen(d + 1, recursive, fn, merge, fresh, family);
-      t.path_[d].slot = s;
-      c = t.child(t.path_[d].block, s);  // may be a copy now
+      const Ref c = p.child(d);  // may be a copy now
+      // A family of leaves: only whether its references are 0 is read.
       bool leaves = true;
       for (int k = 0; k < t.fan_ && leaves; ++k) {
         leaves = t.child(c, k) == 0;
-        if (!recursive && leaves && fresh.count(pack(child_of(o, k)))) leaves = false;
+        if (!recursive && leaves && fresh.count(pack(child_octant(o, k)))) leaves = false;
       }
       if (!leaves) continue;
       family.clear();
-      for (int k = 0; k < t.fan_; ++k) family.push_back({child_of(o, k), t.data(c, k)});
+      for (int k = 0; k < t.fan_; ++k) family.push_back({child_octant(o, k), t.data(c, k)});
       if (!fn(o, family)) continue;
-      t.make_writable(d);
-      std::byte* pd = t.data(t.path_[d].block, s);
-      if (merge) merge(o, pd, family);
-      t.child(t.path_[d].block, s) = 0;
-      t.touch(t.path_[d].block);
+      p.make_writable(d);
+      if (merge) merge(o, p.data(d), family);
+      p.set_child(d, 0);
       t.free_private(c);
       if (!recursive) fresh.insert(pack(o));
     }
   }
 
-  // Offers the payload of frame d's current slot to `fn` as a scratch copy;
-  // only if fn reports a change is the path made writable and the payload
-  // written back.
+  // Offers the payload of frame d's slot to `fn` as a scratch copy; only if
+  // fn reports a change is the path made writable and the payload written
+  // back.
   template <class Fn>
   void rewrite(int d, std::vector<std::byte>& scratch, const Fn& fn) {
-    const int s = t.path_[d].slot;
-    std::memcpy(scratch.data(), t.data(t.path_[d].block, s), t.data_size_);
+    std::memcpy(scratch.data(), p.data(d), t.data_size_);
     if (!fn(scratch.data())) return;
-    t.make_writable(d);
-    std::memcpy(t.data(t.path_[d].block, s), scratch.data(), t.data_size_);
-    t.touch(t.path_[d].block);
+    p.make_writable(d);
+    std::memcpy(p.data(d), scratch.data(), t.data_size_);
+    t.touch(p.block(d));
   }
 
   // follow: frames 0..d set; `handles` are the application's octants of
   // frame d's slots.
   void follow(int d, const void* const* handles, const Follow& fns, std::vector<std::byte>& scratch) {
-    for (int s = 0; s < t.slots_of(d); ++s) {
-      if (d <= t.region_level_) t.maybe_evict();
-      t.path_[d].slot = s;
-      const Octant o = t.octant_at(d, s);
-      Ref c = t.child(t.path_[d].block, s);
+    for (int s = 0; s < p.slots(d); ++s) {
+      p.at(d, s);
+      const Octant o = p.octant(d);
+      Ref c = p.child(d);
       const void* kids[8] = {};
       if (fns.children(o, handles[s], kids)) {
         if (c == 0) {
-          t.make_writable(d);
-          c = t.split(d, s, fns.init);
-        } else {
-          t.validate(c, pack(o));
+          p.make_writable(d);
+          c = p.split(d, fns.init);
         }
-        enter(d + 1, c, o);
+        p.enter(d, c);
         follow(d + 1, kids, fns, scratch);
         continue;
       }
       if (c != 0) {
-        t.validate(c, pack(o));
-        t.make_writable(d);
+        p.make_writable(d);
         drop(c, o);
-        t.child(t.path_[d].block, s) = 0;
-        t.touch(t.path_[d].block);
+        p.set_child(d, 0);
       }
       rewrite(d, scratch, [&](std::byte* data) { return fns.update(o, handles[s], data); });
     }
@@ -159,60 +236,26 @@ struct Octree::Impl::Ops {
   void drop(Ref r, const Octant& o) {
     if (!t.writable(r)) return;
     for (int k = 0; k < t.fan_; ++k) {
-      const Ref c = t.child(r, k);
-      if (c == 0) continue;
-      const Octant q = child_of(o, k);
-      t.validate(c, pack(q));
-      drop(c, q);
+      const Octant q = child_octant(o, k);
+      if (const Ref c = t.read_child(r, k, q, t.work_gen_); c != 0) drop(c, q);
     }
     t.free_private(r);
   }
 
-  // Descends to the octant `q`, splitting leaves on the way; every octant
-  // made internal is reported. Leaves path_ at q's frame. The frames of the
-  // previous descent stay valid (copies and splits update path_ in place), so
-  // a descent starts at the deepest octant its target shares with the
-  // previous one instead of at the root: balance visits octants in Morton
-  // order, whose neighbours mostly share all but the last levels.
-  int cached = -1;  // levels of path_ valid from the previous descent; -1: none
-  Octant last{};
-  std::uint64_t merges_seen = 0;
-
-  static Octant ancestor(const Octant& q, int level) {
-    const std::uint32_t mask = level == 0 ? 0 : ~((kRootLength >> level) - 1);
-    return {level, q.x & mask, q.y & mask, q.z & mask};
-  }
-
-  template <class Made>
-  void ensure(const Octant& q, const InitFn& init, const Made& made) {
-    if (t.merges_ != merges_seen) cached = -1;  // a C0 merge moved blocks of the cached path
-    merges_seen = t.merges_;
-    int start = 0;
-    if (cached >= 0) {
-      start = std::min(cached, q.level);
-      while (start > 0 && !(ancestor(q, start) == ancestor(last, start))) --start;
-    }
-    if (start == 0) {
-      enter(0, t.work_root_, Octant{});
-      t.path_[0].slot = 0;
-    }
-    Octant o = ancestor(q, start);
-    for (int d = start; o.level < q.level; ++d) {
-      Ref c = t.child(t.path_[d].block, t.path_[d].slot);
+  // update_leaves: depth first, so that a changed leaf can make its path
+  // writable.
+  void update(int d, const UpdateFn& fn, std::vector<std::byte>& scratch) {
+    for (int s = 0; s < p.slots(d); ++s) {
+      p.at(d, s);
+      const Octant o = p.octant(d);
+      const Ref c = p.child(d);
       if (c == 0) {
-        t.make_writable(d);
-        c = t.split(d, t.path_[d].slot, init);
-        made(o);
-      } else {
-        t.validate(c, pack(o));
+        rewrite(d, scratch, [&](std::byte* data) { return fn(o, data); });
+        continue;
       }
-      const int idx = Impl::child_index(q, o.level + 1);
-      enter(d + 1, c, o);
-      t.path_[d + 1].slot = idx;
-      o = child_of(o, idx);
+      p.enter(d, c);
+      update(d + 1, fn, scratch);
     }
-    cached = q.level;
-    last = q;
   }
 };
 
@@ -234,48 +277,41 @@ std::vector<std::array<int, 3>> directions(int dims, Connect connect) {
 }  // namespace
 
 Result<void> Octree::Impl::refine(bool recursive, const RefineFn& fn, const InitFn& init, int max_level) {
-  Impl& t = *this;
   if (!fn) return make_error(Errc::invalid_argument, "refine: no refine callback");
   max_level = std::min(max_level, kMaxLevel);
   return guard([&]() -> Result<void> {
-    Ops ops{t};
-    ops.enter(0, t.work_root_, Octant{});
+    Ops ops{*this};
     ops.refine(0, recursive, fn, init, max_level);
-    t.maybe_evict();
+    ops.p.settle();
     return {};
   });
 }
 
 Result<void> Octree::Impl::coarsen(bool recursive, const CoarsenFn& fn, const MergeFn& merge) {
-  Impl& t = *this;
   if (!fn) return make_error(Errc::invalid_argument, "coarsen: no coarsen callback");
   return guard([&]() -> Result<void> {
-    Ops ops{t};
+    Ops ops{*this};
     std::unordered_set<std::uint64_t> fresh;
     std::vector<LeafView> family;
-    ops.enter(0, t.work_root_, Octant{});
     ops.coarsen(0, recursive, fn, merge, fresh, family);
-    t.maybe_evict();
+    ops.p.settle();
     return {};
   });
 }
 
 Result<void> Octree::Impl::follow(const void* root, const Follow& fns) {
-  Impl& t = *this;
   if (!fns.children || !fns.update) return make_error(Errc::invalid_argument, "follow: no children or update callback");
   return guard([&]() -> Result<void> {
-    Ops ops{t};
-    std::vector<std::byte> scratch(t.stride_);
+    Ops ops{*this};
+    std::vector<std::byte> scratch(stride_);
     const void* handles[1] = {root};
-    ops.enter(0, t.work_root_, Octant{});
     ops.follow(0, handles, fns, scratch);
-    t.maybe_evict();
+    ops.p.settle();
     return {};
   });
 }
 
 Result<void> Octree::Impl::balance(Connect connect, const InitFn& init) {
-  Impl& t = *this;
   return guard([&]() -> Result<void> {
     // Balanced iff every internal octant's same-level neighbours exist. The
     // worklist holds internal octants by level, finest first: making a
@@ -283,24 +319,22 @@ Result<void> Octree::Impl::balance(Connect connect, const InitFn& init) {
     std::vector<std::vector<Octant>> work(kMaxLevel + 1);
     {
       // Collect internal octants.
-      std::vector<std::pair<Ref, Octant>> stack{{t.work_root_, Octant{}}};
-      bool root = true;
+      std::vector<Ref> stack{work_root_};
       while (!stack.empty()) {
-        auto [r, p] = stack.back();
+        const Ref r = stack.back();
         stack.pop_back();
-        const int n = root ? 1 : t.fan_;
+        const int n = hdr(r)->code == kNoParent ? 1 : fan_;
         for (int s = 0; s < n; ++s) {
-          const Ref c = t.child(r, s);
+          const Octant o = slot_octant(r, s);
+          const Ref c = read_child(r, s, o, work_gen_, Reader::quiet);
           if (c == 0) continue;
-          const Octant o = root ? Octant{} : child_of(p, s);
           work[static_cast<std::size_t>(o.level)].push_back(o);
-          stack.push_back({c, o});
+          stack.push_back(c);
         }
-        root = false;
       }
     }
-    const auto dirs = directions(t.dims_, connect);
-    Ops ops{t};
+    const auto dirs = directions(dims_, connect);
+    Path path(*this);
     for (int level = kMaxLevel; level >= 1; --level) {
       auto& list = work[static_cast<std::size_t>(level)];
       for (std::size_t i = 0; i < list.size(); ++i) {
@@ -311,14 +345,15 @@ Result<void> Octree::Impl::balance(Connect connect, const InitFn& init) {
         for (const auto& d : dirs) {
           // A neighbour inside p's own parent is a sibling: it exists.
           bool sibling = true;
-          for (int a = 0; a < t.dims_ && sibling; ++a)
+          for (int a = 0; a < dims_ && sibling; ++a)
             if (d[static_cast<std::size_t>(a)] != 0) sibling = (d[static_cast<std::size_t>(a)] > 0) == (bits[a] == 0);
           if (sibling) continue;
           Octant q;
-          if (!shifted(p, d.data(), t.dims_, q)) continue;
-          ops.ensure(q, init, [&](const Octant& made) { work[static_cast<std::size_t>(made.level)].push_back(made); });
+          if (!shifted(p, d.data(), dims_, q)) continue;
+          path.descend(q, init,
+                       [&](const Octant& made) { work[static_cast<std::size_t>(made.level)].push_back(made); });
         }
-        t.maybe_evict();  // between descents no frame is live
+        path.settle();
       }
       list.clear();
       list.shrink_to_fit();
@@ -328,46 +363,19 @@ Result<void> Octree::Impl::balance(Connect connect, const InitFn& init) {
 }
 
 Result<void> Octree::Impl::update_leaves(const UpdateFn& fn) {
-  Impl& t = *this;
   return guard([&]() -> Result<void> {
-    std::vector<std::byte> scratch(t.stride_);
-    Ops ops{t};
-    // Depth-first over path_, so that a changed leaf can make its path writable.
-    struct Rec {
-      Impl& t;
-      Ops& ops;
-      const UpdateFn& fn;
-      std::vector<std::byte>& scratch;
-      void go(int d) {
-        for (int s = 0; s < t.slots_of(d); ++s) {
-          if (d <= t.region_level_) t.maybe_evict();
-          t.path_[d].slot = s;
-          const Octant o = t.octant_at(d, s);
-          const Ref c = t.child(t.path_[d].block, s);
-          if (c == 0) {
-            ops.rewrite(d, scratch, [&](std::byte* data) { return fn(o, data); });
-            continue;
-          }
-          t.validate(c, pack(o));
-          ops.enter(d + 1, c, o);
-          go(d + 1);
-        }
-      }
-    } rec{t, ops, fn, scratch};
-    ops.enter(0, t.work_root_, Octant{});
-    rec.go(0);
-    t.maybe_evict();
+    std::vector<std::byte> scratch(stride_);
+    Ops ops{*this};
+    ops.update(0, fn, scratch);
+    ops.p.settle();
     return {};
   });
 }
 
 Result<void> Octree::Impl::update_root(const UpdateFn& fn) {
-  Impl& t = *this;
   return guard([&]() -> Result<void> {
-    std::vector<std::byte> scratch(t.stride_);
-    Ops ops{t};
-    ops.enter(0, t.work_root_, Octant{});
-    t.path_[0].slot = 0;
+    std::vector<std::byte> scratch(stride_);
+    Ops ops{*this};
     ops.rewrite(0, scratch, [&](std::byte* data) { return fn(Octant{}, data); });
     return {};
   });

@@ -16,10 +16,7 @@ std::uint64_t morton(const Octant& o, int dims) {
   return (m << 5) | static_cast<std::uint64_t>(o.level);
 }
 
-Octant child_of(const Octant& o, int c) {
-  const std::uint32_t h = o.length() >> 1;
-  return {o.level + 1, o.x + ((c & 1) ? h : 0), o.y + ((c & 2) ? h : 0), o.z + ((c & 4) ? h : 0)};
-}
+Octant child_of(const Octant& o, int c) { return detail::child_octant(o, c); }
 
 Octant parent_of(const Octant& o) {
   const std::uint32_t mask = ~((o.length() << 1) - 1);

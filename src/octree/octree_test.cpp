@@ -4,11 +4,14 @@
 #include "cairn/octree.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -861,6 +864,346 @@ TEST(Octree, BadInputGetsTypedErrorsAndChangesNothing) {
   ASSERT_TRUE(lazy.ok());
   EXPECT_EQ(lazy.value()->checksum().error().code, Errc::corrupted);
   EXPECT_EQ(lazy.value()->gc().error().code, Errc::corrupted);
+}
+
+// ---- damaged pools: a typed error or the tree that was committed, never a signal
+
+// Runs fn in a forked child (a crash must not take the test binary with it):
+// its exit code, or 128 + the signal that ended it.
+int in_child(const std::function<int()>& fn) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) std::_Exit(fn());
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+// Exit codes of a child that restored a damaged pool (anything else, such as
+// a sanitizer's report or a signal, is a failure).
+constexpr int kSameTree = 10, kTypedError = 11, kDifferentTree = 12;
+
+std::uint64_t read_word(const std::string& path, std::uint64_t at) {
+  std::uint64_t w = 0;
+  std::ifstream f(path, std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(at));
+  f.read(reinterpret_cast<char*>(&w), 8);
+  return w;
+}
+void flip_bit(const std::string& path, std::uint64_t byte, int bit) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(byte));
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ (1 << bit));
+  f.seekp(static_cast<std::streamoff>(byte));
+  f.write(&c, 1);
+}
+// The committed root block: root slot 1 names the record, whose third word
+// is the root block; the block's one slot starts after its 16-byte header.
+std::uint64_t committed_root_block(const std::string& path) {
+  auto p = pool::Pool::open(path);
+  EXPECT_TRUE(p.ok());
+  std::uint64_t root = 0;
+  std::memcpy(&root, p.value()->base() + p.value()->root(1).offset + 16, 8);
+  return root;
+}
+constexpr std::uint64_t kBlockHeader = 16;
+
+// A child restores `path` and runs every read of the tree; kSameTree if all
+// of them succeed and the leaves are `sum`'s, kTypedError if one of them
+// reports an error (a restore error included).
+int restore_and_read(const std::string& path, const Options& o, std::uint64_t sum) {
+  auto t = Octree::restore(path, o);
+  if (!t.ok()) return kTypedError;
+  Octree& tr = *t.value();
+  auto c = tr.checksum();
+  auto s = tr.stats();
+  auto v = tr.verify();
+  auto n = tr.leaf_count();
+  if (!c.ok() || !s.ok() || !v.ok() || !n.ok()) return kTypedError;
+  if (auto g = tr.gc(); !g.ok()) return kTypedError;
+  if (auto b = tr.balance(Connect::face, init_code); !b.ok()) return kTypedError;
+  if (auto p = tr.persist(); !p.ok()) return kTypedError;
+  return c.value() == sum && tr.checksum().value() == sum ? kSameTree : kDifferentTree;
+}
+
+TEST(OctreeDamage, ADramBitInTheRootsChildReferenceIsATypedErrorNotACrash) {
+  const std::string path = pool_path("dram-bit");
+  std::uint64_t sum = 0;
+  {
+    auto tr = Octree::create(path, opts(3));
+    ASSERT_TRUE(tr.ok());
+    ASSERT_TRUE(tr.value()->uniform(2, init_code).ok());
+    ASSERT_TRUE(tr.value()->persist().ok());
+    sum = tr.value()->checksum().value();
+  }
+  flip_bit(path, committed_root_block(path) + kBlockHeader, 0);  // the reference now "names DRAM"
+  for (const bool background : {false, true}) {
+    Options o = opts(3);
+    o.background_gc = background;
+    EXPECT_EQ(in_child([&] {
+                auto t = Octree::restore(path, o);
+                if (!t.ok()) return t.error().code == Errc::corrupted ? kTypedError : 1;
+                return t.value()->checksum().ok() ? kDifferentTree : kTypedError;
+              }),
+              kTypedError)
+        << "background collection: " << background;
+    EXPECT_EQ(in_child([&] { return restore_and_read(path, o, sum); }), kTypedError);
+  }
+}
+
+TEST(OctreeDamage, StatsOfADamagedTreeIsATypedErrorNotACrash) {
+  const std::string path = pool_path("stats");
+  {
+    auto tr = Octree::create(path, opts(3));
+    ASSERT_TRUE(tr.ok());
+    ASSERT_TRUE(tr.value()->uniform(2, init_code).ok());
+    ASSERT_TRUE(tr.value()->persist().ok());
+  }
+  // The first grandchild reference of the root now points far outside the pool.
+  const std::uint64_t level1 = read_word(path, committed_root_block(path) + kBlockHeader);
+  flip_bit(path, level1 + kBlockHeader + 5, 6);  // bit 46 of the reference
+  Options o = opts(3);
+  o.background_gc = true;  // restore reads nothing below the root
+  EXPECT_EQ(in_child([&] {
+              auto t = Octree::restore(path, o);
+              if (!t.ok()) return 1;
+              if (t.value()->checksum().ok()) return kDifferentTree;
+              auto s = t.value()->stats();
+              return !s.ok() && s.error().code == Errc::corrupted ? kTypedError : kDifferentTree;
+            }),
+            kTypedError);
+}
+
+// The block of the root's child is redirected to the older copy of the same
+// family that the version before committed (same octant, a valid block of
+// its own): the block holding the reference fails its CRC.
+TEST(OctreeDamage, AReferenceToAnOlderCopyOfTheSameFamilyIsRejected) {
+  const std::string path = pool_path("older-copy");
+  Options o = opts(3);
+  o.dram_budget = 0;  // every block in the pool
+  std::uint64_t older = 0;
+  {
+    auto tr = Octree::create(path, o);
+    ASSERT_TRUE(tr.ok());
+    ASSERT_TRUE(tr.value()->uniform(2, init_code).ok());
+    ASSERT_TRUE(tr.value()->persist().ok());
+  }
+  older = read_word(path, committed_root_block(path) + kBlockHeader);
+  {
+    auto tr = Octree::restore(path, o);
+    ASSERT_TRUE(tr.ok());
+    ASSERT_TRUE(tr.value()
+                    ->update_leaves([](const Octant& q, std::byte* d) {
+                      d[0] = std::byte{7};
+                      return q.x == 0 && q.y == 0 && q.z == 0;
+                    })
+                    .ok());
+    ASSERT_TRUE(tr.value()->persist().ok());
+  }
+  const std::uint64_t at = committed_root_block(path) + kBlockHeader;
+  const std::uint64_t newer = read_word(path, at);
+  ASSERT_NE(newer, older);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.write(reinterpret_cast<const char*>(&older), 8);
+  }
+  for (const bool background : {false, true}) {
+    Options r = o;
+    r.background_gc = background;
+    EXPECT_EQ(in_child([&] {
+                auto t = Octree::restore(r.background_gc ? path : path, r);
+                if (!t.ok()) return t.error().code == Errc::corrupted ? kTypedError : 1;
+                auto c = t.value()->checksum();
+                return !c.ok() && c.error().code == Errc::corrupted ? kTypedError : kDifferentTree;
+              }),
+              kTypedError);
+  }
+}
+
+// A payload byte of a committed leaf changed: found when its block is first
+// read after restore, by a walk or by the collector.
+TEST(OctreeDamage, ADamagedPayloadIsFoundWhenItsBlockIsFirstRead) {
+  const std::string path = pool_path("payload");
+  {
+    auto tr = Octree::create(path, opts(3));
+    ASSERT_TRUE(tr.ok());
+    ASSERT_TRUE(tr.value()->uniform(2, init_code).ok());
+    ASSERT_TRUE(tr.value()->persist().ok());
+  }
+  // The first level-2 family: its block's second slot's payload.
+  const std::uint64_t level1 = read_word(path, committed_root_block(path) + kBlockHeader);
+  const std::uint64_t level2 = read_word(path, level1 + kBlockHeader);
+  flip_bit(path, level2 + kBlockHeader + 16 + 8 + 3, 5);
+  Options sync = opts(3);
+  sync.background_gc = false;
+  auto eager = Octree::restore(path, sync);  // the collection reads every block
+  ASSERT_FALSE(eager.ok());
+  EXPECT_EQ(eager.error().code, Errc::corrupted) << eager.error().message;
+  EXPECT_NE(eager.error().message.find(path), std::string::npos) << eager.error().message;
+  auto lazy = Octree::restore(path, opts(3));
+  ASSERT_TRUE(lazy.ok());
+  EXPECT_EQ(lazy.value()->checksum().error().code, Errc::corrupted);
+  EXPECT_EQ(lazy.value()->leaf_count().error().code, Errc::corrupted);  // every read of it, not only the first
+  EXPECT_EQ(lazy.value()->find_leaf(0, 0, 0).error().code, Errc::corrupted);
+  EXPECT_EQ(lazy.value()->stats().error().code, Errc::corrupted);
+  EXPECT_EQ(lazy.value()->verify().error().code, Errc::corrupted);
+  EXPECT_EQ(lazy.value()->gc().error().code, Errc::corrupted);
+}
+
+// Headers that name extents past the pool, or sizes whose products wrap, and
+// a pool of the layout before block checksums: typed errors, never a read
+// outside the mapping.
+TEST(OctreeDamage, HeadersNamingExtentsOutsideThePoolAndOldLayoutsAreRefused) {
+  const std::string path = pool_path("header");
+  {
+    auto tr = Octree::create(path, opts(3));
+    ASSERT_TRUE(tr.ok());
+    ASSERT_TRUE(tr.value()->uniform(1, init_code).ok());
+    ASSERT_TRUE(tr.value()->persist().ok());
+  }
+  std::vector<char> image(fs::file_size(path));
+  std::ifstream(path, std::ios::binary).read(image.data(), static_cast<std::streamsize>(image.size()));
+  const auto restore_of = [&](const std::function<void(pool::Pool&)>& damage) {
+    {
+      std::ofstream(path, std::ios::binary | std::ios::trunc)
+          .write(image.data(), static_cast<std::streamsize>(image.size()));
+      auto p = pool::Pool::open(path);
+      EXPECT_TRUE(p.ok());
+      damage(*p.value());
+    }
+    return in_child([&] {
+      auto t = Octree::restore(path, opts(3));
+      if (t.ok()) return kSameTree;
+      if (t.error().code == Errc::corrupted) return kTypedError;
+      return t.error().code == Errc::wrong_version ? 20 : 1;
+    });
+  };
+  // The tree header's words: [3] chunk_bytes, [4] chunk_table, [5] chunk_capacity, [15] checksum.
+  const auto set_header = [](pool::Pool& p, int word, std::uint64_t value) {
+    auto* h = reinterpret_cast<std::uint64_t*>(p.base() + p.root(0).offset);
+    h[word] = value;
+    h[15] = pool::checksum64(h, 120);
+    p.persist(h, 128);
+  };
+  // chunk_capacity * 8 wraps to a small number.
+  EXPECT_EQ(restore_of([&](pool::Pool& p) { set_header(p, 5, (1ull << 61) + 4); }), kTypedError);
+  // The chunk table and the chunks past the end of the pool.
+  EXPECT_EQ(restore_of([&](pool::Pool& p) { set_header(p, 4, p.size() - 8); }), kTypedError);
+  EXPECT_EQ(restore_of([&](pool::Pool& p) { set_header(p, 3, ~std::uint64_t{0} - 4095); }), kTypedError);
+  // A tree that keeps its previous version, its header moved to 256 bytes
+  // before the end of the pool and its committed record (version 3) to the
+  // record place after it: the place of version 2 lies past the end.
+  {
+    Options kept = opts(3);
+    kept.keep_previous = true;
+    fs::remove(path);
+    auto tr = Octree::create(path, kept);
+    ASSERT_TRUE(tr.ok());
+    for (int v = 0; v < 3; ++v) {
+      ASSERT_TRUE(tr.value()->uniform(v + 1, init_code).ok());
+      ASSERT_TRUE(tr.value()->persist().ok());
+    }
+    tr.value().reset();
+    auto p = pool::Pool::open(path);
+    ASSERT_TRUE(p.ok());
+    pool::Pool& pl = *p.value();
+    const std::uint64_t meta = pl.size() - 256;
+    ASSERT_EQ(pl.root(1).version, 3u);
+    std::memcpy(pl.base() + meta, pl.base() + pl.root(0).offset, 128);
+    std::memcpy(pl.base() + meta + 128, pl.base() + pl.root(1).offset, 128);
+    ASSERT_TRUE(pl.publish_roots({{0, {meta, 0}}, {1, {meta + 128, 3}}}).ok());
+  }
+  EXPECT_EQ(in_child([&] {
+              Options kept = opts(3);
+              auto t = Octree::restore(path, kept);
+              return !t.ok() && t.error().code == Errc::corrupted ? kTypedError : 1;
+            }),
+            kTypedError);
+  fs::remove(path);
+  // Layout 1 (before block checksums): refused as another version, saying so.
+  EXPECT_EQ(restore_of([&](pool::Pool& p) {
+              auto* h = reinterpret_cast<std::uint32_t*>(p.base() + p.root(0).offset);
+              h[2] = 1;
+              set_header(p, 14, 0);
+            }),
+            20);
+  auto old = Octree::restore(path, opts(3));
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.error().message.find("layout 1"), std::string::npos) << old.error().message;
+}
+
+// Small committed pools, ~150 single-bit flips of their non-zero bytes and a
+// few truncations, each restored and read in a child: a typed error or the
+// committed tree, never a signal. Two pools: 3D, the version before kept,
+// blocks in DRAM before the persists; 2D, every block in the pool.
+TEST(OctreeDamage, EverySingleBitFlipAndTruncationGivesATypedErrorOrTheSameTree) {
+  std::map<int, int> outcomes;
+  const auto sweep = [&](const std::string& name, const Options& o, int flips) {
+    const std::string path = pool_path(name), damaged = pool_path(name + "-damaged");
+    std::uint64_t sum = 0;
+    {
+      auto tr = Octree::create(path, o);
+      ASSERT_TRUE(tr.ok());
+      ASSERT_TRUE(tr.value()->uniform(2, init_code).ok());
+      ASSERT_TRUE(tr.value()->persist().ok());
+      ASSERT_TRUE(tr.value()
+                      ->refine(
+                          false, [](const Octant& q, const std::byte*) { return q.x == 0 && q.y == 0; }, init_code)
+                      .ok());
+      ASSERT_TRUE(tr.value()
+                      ->update_leaves([](const Octant& q, std::byte* d) {
+                        d[1] = static_cast<std::byte>(q.level * 3 + 1);
+                        return q.z == 0;
+                      })
+                      .ok());
+      ASSERT_TRUE(tr.value()->persist().ok());
+      sum = tr.value()->checksum().value();
+    }
+    std::vector<char> image(fs::file_size(path));
+    std::ifstream(path, std::ios::binary).read(image.data(), static_cast<std::streamsize>(image.size()));
+    std::vector<std::size_t> nonzero;
+    for (std::size_t i = 0; i < image.size(); ++i)
+      if (image[i] != 0) nonzero.push_back(i);
+    ASSERT_GT(nonzero.size(), 300u);
+    const auto write_image = [&](std::size_t length) {
+      std::ofstream f(damaged, std::ios::binary | std::ios::trunc);
+      f.write(image.data(), static_cast<std::streamsize>(length));
+    };
+    std::mt19937_64 rng(41);
+    for (int i = 0; i < flips; ++i) {
+      const std::size_t at = nonzero[rng() % nonzero.size()];
+      const int bit = static_cast<int>(rng() % 8);
+      image[at] = static_cast<char>(image[at] ^ (1 << bit));
+      write_image(image.size());
+      image[at] = static_cast<char>(image[at] ^ (1 << bit));
+      Options r = o;
+      r.background_gc = i % 2 == 0;
+      const int rc = in_child([&] { return restore_and_read(damaged, r, sum); });
+      ++outcomes[rc];
+      EXPECT_TRUE(rc == kSameTree || rc == kTypedError)
+          << name << ": bit " << bit << " of byte " << at << ": outcome " << rc;
+    }
+    for (const std::size_t length :
+         {std::size_t{0}, std::size_t{4096}, image.size() / 2, image.size() - 4096, image.size() - 1}) {
+      write_image(length);
+      const int rc = in_child([&] { return restore_and_read(damaged, o, sum); });
+      ++outcomes[rc];
+      EXPECT_TRUE(rc == kSameTree || rc == kTypedError) << name << ": truncated to " << length << ": outcome " << rc;
+    }
+  };
+  Options kept = opts(3);
+  kept.pool_size = 4ull << 20;
+  kept.keep_previous = true;
+  sweep("sweep3d", kept, 100);
+  Options pool_only = opts(2);
+  pool_only.pool_size = 4ull << 20;
+  pool_only.dram_budget = 0;
+  sweep("sweep2d", pool_only, 50);
+  std::string summary;
+  for (const auto& [rc, n] : outcomes) summary += " " + std::to_string(rc) + ":" + std::to_string(n);
+  std::printf("outcomes (10 same tree, 11 typed error, 12 different tree, other: a crash):%s\n", summary.c_str());
 }
 
 }  // namespace

@@ -6,33 +6,38 @@
 #include <unordered_set>
 
 #include "octree/impl.hpp"
+#include "util/hash.hpp"
 
 namespace cairn::octree {
 
 using namespace detail;
 
-// Read-only depth-first traversal of a version from `root`, leaves in Morton
-// order; validates every block it enters.
+// Read-only depth-first traversal of a version from the (checked) block `r`
+// holding the children of `parent` (the root block: is_root), leaves in
+// Morton order; every reference goes through the checked read.
 template <class Leaf>
-void Octree::Impl::walk(Ref r, const Octant& parent, bool is_root, const Leaf& leaf) const {
-  const Impl& t = *this;
-  const int n = is_root ? 1 : t.fan_;
+void Octree::Impl::walk(Ref r, const Octant& parent, bool is_root, std::uint32_t max_epoch, const Leaf& leaf) const {
+  const int n = is_root ? 1 : fan_;
   for (int s = 0; s < n; ++s) {
-    const Octant o = is_root ? Octant{} : child_of(parent, s);
-    const Ref c = t.child(r, s);
-    if (c == 0) {
-      leaf(o, t.data(r, s));
-      continue;
-    }
-    t.validate(c, pack(o));
-    walk(c, o, false, leaf);
+    const Octant o = is_root ? Octant{} : child_octant(parent, s);
+    const Ref c = read_child(r, s, o, max_epoch);
+    if (c == 0)
+      leaf(o, data(r, s));
+    else
+      walk(c, o, false, max_epoch, leaf);
   }
+}
+
+// A walk of the working version from its root.
+template <class Leaf>
+void Octree::Impl::walk_working(const Leaf& leaf) const {
+  walk(read_root(work_root_, work_gen_, Reader::walk), Octant{}, true, work_gen_, leaf);
 }
 
 Result<void> Octree::Impl::visit_leaves(const VisitFn& fn) const {
   const Impl& t = *this;
   return guard([&]() -> Result<void> {
-    t.walk(t.work_root_, Octant{}, true, [&](const Octant& o, const std::byte* d) { fn(o, d); });
+    t.walk_working([&](const Octant& o, const std::byte* d) { fn(o, d); });
     return {};
   });
 }
@@ -44,12 +49,16 @@ Result<std::uint64_t> Octree::Impl::previous_checksum() const {
 
 Result<std::uint64_t> Octree::Impl::checksum_from(Ref root) const {
   const Impl& t = *this;
+  // The committed and the kept version hold no block newer than the
+  // committed generation.
+  const std::uint32_t max_epoch = root == work_root_ ? work_gen_ : committed_limit();
   return guard([&]() -> Result<std::uint64_t> {
     std::uint64_t h = 0x243F6A8885A308D3ull;
-    t.walk(root, Octant{}, true, [&](const Octant& o, const std::byte* d) {
-      h = util::hash_combine(h, util::mix64(pack(o)));
-      if (t.data_size_ > 0) h = util::hash_combine(h, util::hash_bytes(d, t.data_size_));
-    });
+    t.walk(t.read_root(root, max_epoch, Reader::walk), Octant{}, true, max_epoch,
+           [&](const Octant& o, const std::byte* d) {
+             h = util::hash_combine(h, util::mix64(pack(o)));
+             if (t.data_size_ > 0) h = util::hash_combine(h, util::hash_bytes(d, t.data_size_));
+           });
     return h;
   });
 }
@@ -58,7 +67,7 @@ Result<std::uint64_t> Octree::Impl::leaf_count() const {
   const Impl& t = *this;
   return guard([&]() -> Result<std::uint64_t> {
     std::uint64_t n = 0;
-    t.walk(t.work_root_, Octant{}, true, [&](const Octant&, const std::byte*) { ++n; });
+    t.walk_working([&](const Octant&, const std::byte*) { ++n; });
     return n;
   });
 }
@@ -69,16 +78,15 @@ Result<LeafView> Octree::Impl::find_leaf(std::uint32_t x, std::uint32_t y, std::
     return make_error(Errc::invalid_argument, "point outside the domain");
   return guard([&]() -> Result<LeafView> {
     const Octant p{kMaxLevel, x, y, z};
-    Ref r = t.work_root_;
+    Ref r = t.read_root(t.work_root_, t.work_gen_, Reader::walk);
     int s = 0;
     Octant o{};
     for (;;) {
-      const Ref c = t.child(r, s);
+      const Ref c = t.read_child(r, s, o, t.work_gen_);
       if (c == 0) return LeafView{o, t.data(r, s)};
-      t.validate(c, pack(o));
       s = Impl::child_index(p, o.level + 1);
       r = c;
-      o = child_of(o, s);
+      o = child_octant(o, s);
     }
   });
 }
@@ -90,33 +98,31 @@ Result<std::vector<LeafView>> Octree::Impl::neighbours(const Octant& leaf, const
     Octant q;
     if (!shifted(leaf, direction, t.dims_, q)) return out;
     // Down from the root towards q.
-    Ref r = t.work_root_;
+    Ref r = t.read_root(t.work_root_, t.work_gen_, Reader::walk);
     int s = 0;
     Octant o{};
     while (o.level < q.level) {
-      const Ref c = t.child(r, s);
+      const Ref c = t.read_child(r, s, o, t.work_gen_);
       if (c == 0) {
         out.push_back({o, t.data(r, s)});  // a coarser leaf
         return out;
       }
-      t.validate(c, pack(o));
       s = Impl::child_index(q, o.level + 1);
       r = c;
-      o = child_of(o, s);
+      o = child_octant(o, s);
     }
     // q itself: a leaf, or the finer leaves of q that touch `leaf`.
     std::vector<std::tuple<Ref, int, Octant>> stack{{r, s, o}};
     while (!stack.empty()) {
       auto [br, bs, oc] = stack.back();
       stack.pop_back();
-      const Ref c = t.child(br, bs);
+      const Ref c = t.read_child(br, bs, oc, t.work_gen_);
       if (c == 0) {
         out.push_back({oc, t.data(br, bs)});
         continue;
       }
-      t.validate(c, pack(oc));
       for (int k = t.fan_ - 1; k >= 0; --k) {
-        const Octant ch = child_of(oc, k);
+        const Octant ch = child_octant(oc, k);
         bool touches = true;
         const std::uint32_t cc[3] = {ch.x, ch.y, ch.z}, qc[3] = {q.x, q.y, q.z};
         for (int a = 0; a < t.dims_ && touches; ++a) {
@@ -227,20 +233,26 @@ Result<Stats> Octree::Impl::stats() {
     st.gc_runs = t.gc_runs_;
     for (const auto& [c, g] : t.regions_)
       if (g.dram_blocks > 0 || g.hot) ++st.c0_regions;
+    // Committed versions: all in the pool, no block newer than the committed generation.
+    const std::uint32_t gen = t.committed_limit();
+    const auto children = [&](Ref r, std::uint32_t max_epoch, auto&& each) {
+      const int n = t.hdr(r)->code == kNoParent ? 1 : t.fan_;
+      for (int s = 0; s < n; ++s) each(t.read_child(r, s, t.slot_octant(r, s), max_epoch, Reader::quiet));
+    };
     std::unordered_set<Ref> committed;
     if (t.committed_root_ != 0) {
-      std::vector<Ref> stack{t.committed_root_};
+      std::vector<Ref> stack{t.read_root(t.committed_root_, gen, Reader::quiet)};
       while (!stack.empty()) {
         const Ref r = stack.back();
         stack.pop_back();
         if (!committed.insert(r).second) continue;
-        const int n = r == t.committed_root_ ? 1 : t.fan_;
-        for (int s = 0; s < n; ++s)
-          if (const Ref c = t.child(r, s); c != 0) stack.push_back(c);
+        children(r, gen, [&](Ref c) {
+          if (c != 0) stack.push_back(c);
+        });
       }
     }
     std::unordered_set<Ref> work;
-    std::vector<std::pair<Ref, int>> stack{{t.work_root_, 0}};
+    std::vector<std::pair<Ref, int>> stack{{t.read_root(t.work_root_, t.work_gen_, Reader::quiet), 0}};
     while (!stack.empty()) {
       const auto [r, level] = stack.back();
       stack.pop_back();
@@ -253,16 +265,16 @@ Result<Stats> Octree::Impl::stats() {
       } else if (committed.count(r)) {
         st.shared_bytes += t.block_bytes_;
       }
-      const int n = r == t.work_root_ ? 1 : t.fan_;
-      for (int s = 0; s < n; ++s) {
+      const bool root = r == t.work_root_;
+      children(r, t.work_gen_, [&](Ref c) {
         ++st.octants;
-        if (const Ref c = t.child(r, s); c != 0)
+        if (c != 0) {
           stack.push_back({c, level + 1});
-        else {
+        } else {
           ++st.leaves;
-          st.depth = std::max(st.depth, r == t.work_root_ ? 0 : level);
+          st.depth = std::max(st.depth, root ? 0 : level);
         }
-      }
+      });
     }
     std::uint64_t nvm_blocks = 0;
     for (const Ref r : work)
@@ -271,15 +283,15 @@ Result<Stats> Octree::Impl::stats() {
       if (!work.count(r)) ++nvm_blocks;
     if (t.previous_root_ != 0) {
       std::unordered_set<Ref> seen;
-      std::vector<Ref> todo{t.previous_root_};
+      std::vector<Ref> todo{t.read_root(t.previous_root_, gen, Reader::quiet)};
       while (!todo.empty()) {
         const Ref r = todo.back();
         todo.pop_back();
         if (committed.count(r) || work.count(r) || !seen.insert(r).second) continue;
         ++st.previous_blocks;
-        const int n = r == t.previous_root_ ? 1 : t.fan_;
-        for (int s = 0; s < n; ++s)
-          if (const Ref c = t.child(r, s); c != 0) todo.push_back(c);
+        children(r, gen, [&](Ref c) {
+          if (c != 0) todo.push_back(c);
+        });
       }
     }
     st.nvm_bytes = nvm_blocks * t.block_bytes_;

@@ -41,7 +41,7 @@ Result<Records> read_records(const pool::Pool& pool, const Options& o, std::size
   const std::byte* base = pool.base();
   Records r;
   const pool::RootSlot hs = pool.root(kHeaderSlot);
-  if (hs.offset == 0 || hs.offset + kHeaderBytes > pool.size())
+  if (hs.offset == 0 || pool.size() < kHeaderBytes || hs.offset > pool.size() - kHeaderBytes)
     return make_error(Errc::foreign_file,
                       path + " is a cairn pool but not a PM-octree (no tree header in root slot 0)");
   r.meta = hs.offset;
@@ -52,15 +52,32 @@ Result<Records> read_records(const pool::Pool& pool, const Options& o, std::size
   if (h.checksum != header_checksum(h))
     return make_error(Errc::corrupted, path + ": the tree header fails its checksum");
   if (h.layout != kTreeLayout)
-    return make_error(Errc::wrong_version, path + ": tree layout " + std::to_string(h.layout) + ", this build reads " +
-                                               std::to_string(kTreeLayout));
+    return make_error(Errc::wrong_version,
+                      path + " holds a PM-octree of layout " + std::to_string(h.layout) + "; this build reads layout " +
+                          std::to_string(kTreeLayout) +
+                          (h.layout < kTreeLayout ? " (layout 2 added block checksums)" : "") +
+                          ". Restore it with the cairn build that wrote it, or remove the pool file and start again");
   if (h.dims != static_cast<std::uint32_t>(o.dims) || h.data_size != o.data_size)
     return make_error(Errc::layout_mismatch, path + " holds a " + std::to_string(h.dims) + "D tree with " +
                                                  std::to_string(h.data_size) + "-byte payloads; asked for " +
                                                  std::to_string(o.dims) + "D with " + std::to_string(o.data_size));
-  if (h.block_bytes != block_bytes || h.chunk_table + h.chunk_capacity * 8 > pool.size() ||
-      h.chunk_bytes % block_bytes >= h.chunk_bytes)
+  // Every extent the header names lies in the pool (and no product wraps):
+  // the record places after the header, the chunk table after them, chunks
+  // of at least one block and at most the pool.
+  const std::uint64_t size = pool.size();
+  const std::uint64_t records_end = r.meta + kHeaderBytes + record_places(h.flags) * kRecordBytes;
+  if (h.block_bytes != block_bytes || records_end > size || h.chunk_table < records_end || h.chunk_table > size ||
+      h.chunk_capacity > (size - h.chunk_table) / 8 || h.chunk_bytes < block_bytes || h.chunk_bytes > size)
     return make_error(Errc::corrupted, path + ": the tree header's geometry is inconsistent");
+  // The pool falls back to its older root table when the one its selector
+  // names is damaged: that table names an older commit record, a tree the
+  // application did not persist last. Refused: never a silently older tree.
+  const pool::Health& health = pool.health();
+  if (health.selector <= 1 && health.live_table != static_cast<int>(health.selector))
+    return make_error(Errc::corrupted, path +
+                                           ": the pool's live root table is damaged, so the tree's last commit "
+                                           "record is lost (the older table names an older version). Restore the "
+                                           "pool from another copy, or remove it and start again");
   const pool::RootSlot rs = pool.root(kRecordSlot);
   if (rs.offset == 0)
     return make_error(Errc::no_version, path + ": the tree was never persisted (pm_persistent); nothing to restore");
@@ -68,8 +85,11 @@ Result<Records> read_records(const pool::Pool& pool, const Options& o, std::size
     return make_error(Errc::corrupted, path + ": the commit record is not where the header says");
   r.committed = reinterpret_cast<const Record*>(base + rs.offset);
   const Record& c = *r.committed;
+  // Generations are 32 bits in a block; the working one (+1) must fit too.
+  const auto* table = reinterpret_cast<const std::uint64_t*>(base + h.chunk_table);
   if (c.magic != kRecordMagic || c.checksum != record_checksum(c) || c.generation != rs.version ||
-      c.chunk_count > h.chunk_capacity)
+      c.generation >= 0xFFFFFFFFull || c.chunk_count > h.chunk_capacity ||
+      c.table_crc != util::crc32c(0, table, c.chunk_count * 8))
     return make_error(Errc::corrupted,
                       path + ": the commit record of version " + std::to_string(rs.version) + " fails its checks");
   // The version before it, when the tree keeps it: the record in the place
@@ -77,7 +97,8 @@ Result<Records> read_records(const pool::Pool& pool, const Options& o, std::size
   r.previous_at = record_at(r.meta, h.flags, rs.version + record_places(h.flags) - 1);
   const Record& p = *reinterpret_cast<const Record*>(base + r.previous_at);
   if ((h.flags & kKeepsPrevious) != 0 && p.magic == kRecordMagic && p.checksum == record_checksum(p) &&
-      p.generation + 1 == c.generation && p.chunk_count <= c.chunk_count)
+      p.generation + 1 == c.generation && p.chunk_count <= c.chunk_count &&
+      p.table_crc == util::crc32c(0, table, p.chunk_count * 8))
     r.previous = &p;
   return r;
 }
@@ -98,6 +119,14 @@ void Octree::Impl::configure(const Options& o) {
   slab_ = slab_owner_.get();
 }
 
+// A chunk's geometry, and what locate() needs to find a block in O(1).
+void Octree::Impl::set_chunk_geometry(std::uint64_t chunk_bytes) {
+  blocks_per_chunk_ = chunk_bytes / block_bytes_;
+  chunk_span_ = blocks_per_chunk_ * block_bytes_;
+  window_shift_ = 63 - __builtin_clzll(chunk_bytes);
+  block_inverse_ = 0xFFFFFFFFull / block_bytes_;
+}
+
 Octree::Impl::~Impl() {
   if (bg_.joinable()) bg_.join();
 }
@@ -113,6 +142,7 @@ Result<std::unique_ptr<Octree::Impl>> Octree::Impl::format(pool::Pool& pool, con
   t.file_ = pool.path();
   t.pool_ = &pool;
   t.base_ = pool.base();
+  t.pool_size_ = pool.size();
   t.charge_reads_ = pool.device().name().starts_with("emulated:");
   pool.arena().reset_empty();
   return guard([&]() -> Result<std::unique_ptr<Impl>> {
@@ -140,7 +170,7 @@ Result<std::unique_ptr<Octree::Impl>> Octree::Impl::format(pool::Pool& pool, con
     h.checksum = header_checksum(h);
     pool.memcpy_persist(t.header_, &h, sizeof h);
     t.table_ = reinterpret_cast<std::uint64_t*>(t.base_ + h.chunk_table);
-    t.blocks_per_chunk_ = chunk_bytes / t.block_bytes_;
+    t.set_chunk_geometry(chunk_bytes);
     t.work_gen_ = static_cast<std::uint32_t>(o.first_version);
     if (auto r = pool.publish_root(kHeaderSlot, t.meta_, 0); !r.ok()) return r.error();
     // The root octant, in the working version only.
@@ -160,6 +190,7 @@ Result<std::unique_ptr<Octree::Impl>> Octree::Impl::attach(pool::Pool& pool, con
   t.file_ = path;
   t.pool_ = &pool;
   t.base_ = pool.base();
+  t.pool_size_ = pool.size();
   t.charge_reads_ = pool.device().name().starts_with("emulated:");
   auto found = read_records(pool, o, t.block_bytes_);
   if (!found.ok()) return found.error();
@@ -167,7 +198,7 @@ Result<std::unique_ptr<Octree::Impl>> Octree::Impl::attach(pool::Pool& pool, con
   t.header_ = reinterpret_cast<TreeHeader*>(t.base_ + t.meta_);
   const TreeHeader& h = *t.header_;
   t.table_ = reinterpret_cast<std::uint64_t*>(t.base_ + h.chunk_table);
-  t.blocks_per_chunk_ = h.chunk_bytes / t.block_bytes_;
+  t.set_chunk_geometry(h.chunk_bytes);
   const Record* committed = found.value().committed;
   const Record* previous = found.value().previous;
   if (o.version != 0 && o.version != committed->generation) {
@@ -201,6 +232,9 @@ Result<std::unique_ptr<Octree::Impl>> Octree::Impl::attach(pool::Pool& pool, con
   }
   rb.finish();
   std::sort(t.chunk_index_.begin(), t.chunk_index_.end());
+  for (std::uint32_t c = 0; c < t.chunks_.size(); ++c) t.note_chunk(c);
+  // Nothing of the restored chunks is believed before its CRC is checked.
+  t.unchecked_.assign(t.chunks_.size(), std::vector<std::uint64_t>((t.blocks_per_chunk_ + 63) / 64, ~std::uint64_t{0}));
   t.committed_chunks_ = rec.chunk_count;
   t.committed_gen_ = rec.generation;
   t.work_gen_ = static_cast<std::uint32_t>(rec.generation + 1);
@@ -211,8 +245,9 @@ Result<std::unique_ptr<Octree::Impl>> Octree::Impl::attach(pool::Pool& pool, con
   }
   t.depth_ = static_cast<int>(std::min<std::uint64_t>(rec.depth, kMaxLevel));
   auto ok = guard([&]() -> Result<void> {
-    t.validate(rec.root, kNoParent);
-    if (t.previous_root_ != 0) t.validate(t.previous_root_, kNoParent);
+    (void)t.read_root(rec.root, static_cast<std::uint32_t>(t.committed_gen_), Reader::quiet);
+    if (t.previous_root_ != 0)
+      (void)t.read_root(t.previous_root_, static_cast<std::uint32_t>(t.committed_gen_), Reader::quiet);
     return {};
   });
   if (!ok.ok()) return ok.error();
