@@ -1,6 +1,6 @@
 # bench_smoke_test.cmake — runs one `cairn bench` experiment at a tiny size and
 # checks its exit status and the rows of its JSON (cmake -P; see CMakeLists.txt).
-# -DCAIRN=<cairn binary> -DBENCH=overhead|placement|stream|workflow|octree|amr|gerris|dist -DOUT=<json file>
+# -DCAIRN=<cairn binary> -DBENCH=overhead|placement|stream|workflow|octree|amr|gerris|dist|filesystems -DOUT=<json file>
 # -DSKIP=<reason>: prints "SKIPPED: <reason>" and runs nothing (the test's SKIP_REGULAR_EXPRESSION).
 if(DEFINED SKIP)
   message("SKIPPED: ${SKIP}")
@@ -63,8 +63,17 @@ elseif(BENCH STREQUAL "dist")
   set(args dist --ranks 1,2 --levels local,partner --size 32:20 --job-ranks 2 --recovery-size 64:4000
            --hang-timeout 0.5 --timeout-size 32:10 --strategies in-place,file --traffic-words 65536
            --traffic-iterations 6 --octree-level 3 --octree-steps 4 --repeats 1)
+elseif(BENCH STREQUAL "filesystems")
+  # One directory beside the JSON (the build tree's file system: pagecache on ext4 or XFS, cpu on tmpfs),
+  # 256 KiB: in-place and file, then the stream and the octree's two persists, each with a raw baseline.
+  get_filename_component(dir ${OUT} DIRECTORY)
+  set(args filesystems --dirs ${dir}/fs-smoke --sizes 256K --strategies in-place,file --repeats 1)
+  set(expect_rows 5)
+  set(expect "\"strategy\": \"in-place\"" "\"strategy\": \"file\"" "\"what\": \"stream commit\""
+             "\"raw_bytes_per_s\": ")
+  set(reject "\"status\": \"failed\"")
 else()
-  message(FATAL_ERROR "BENCH must be overhead, placement, stream, workflow, octree, amr, gerris or dist")
+  message(FATAL_ERROR "BENCH must be overhead, placement, stream, workflow, octree, amr, gerris, dist or filesystems")
 endif()
 file(REMOVE ${OUT})
 execute_process(COMMAND ${CAIRN} bench ${args} --quiet --json ${OUT} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -202,6 +211,8 @@ endif()
 # (octree) or "label" (amr; the others' rows carry a "label" too) key each.
 if(BENCH STREQUAL "amr")
   string(REGEX MATCHALL "\"label\": " rows "${json}")
+elseif(BENCH STREQUAL "filesystems")
+  string(REGEX MATCHALL "\"(strategy|what)\": " rows "${json}")
 else()
   string(REGEX MATCHALL "\"(variant|kernel|coupling|op)\": " rows "${json}")
 endif()

@@ -669,8 +669,11 @@ void Pool::memcpy_persist_runs_mt(void* dst, const void* src, std::span<const Ru
                                   unsigned threads) {
   auto* d = static_cast<std::byte*>(dst);
   auto* s = static_cast<const std::byte*>(src);
+  // Through the page cache both kinds of store are the device's copy (which
+  // writes large copies with pwrite instead of faulting every page in).
+  const bool device_copy = stores == Stores::non_temporal || devices::writes_back_pages(mode_);
   auto copy = [&](std::size_t off, std::size_t n) {
-    if (stores == Stores::non_temporal) {
+    if (device_copy) {
       ops_.copy_nodrain(ctx_, d + off, s + off, n);
     } else {
       std::memcpy(d + off, s + off, n);
