@@ -38,6 +38,13 @@
 // that runs in the background; until it ends, new blocks come from fresh
 // pool space.
 //
+// Damaged pools. restore() checks the tree header, the commit record and
+// the chunk table; every other block is checked (its CRC-32C, its place in
+// the tree, every reference in it) when an operation first reaches it. A
+// damaged pool gives Errc::corrupted naming the file, from restore() or from
+// the operation that meets the damage, never a crash or a silently
+// different tree (ARCHITECTURE.md lists what is detected).
+//
 // Garbage collection marks from the committed root, the kept previous root
 // (keep_previous) and the working root, and sweeps everything else: there is
 // no allocation log, reachability is the allocation state (as for every
@@ -302,10 +309,11 @@ class Octree {
   std::uint64_t version() const;  // the committed version (0: never persisted)
   const std::string& path() const;
 
-  // Checks the stored structure: every block reachable from either version
-  // passes its check, lies in a chunk, and is not on the free list; after a
-  // collection, free blocks and reachable blocks account for every block of
-  // every chunk. Errc::corrupted names the first problem.
+  // Checks the stored structure: every block reachable from any version
+  // passes its checks (its CRC the first time), lies in a chunk, and is not
+  // on the free list; no DRAM block is reachable from a committed version;
+  // after a collection, free blocks and reachable blocks account for every
+  // block of every chunk. Errc::corrupted names the first problem.
   Result<void> verify() const;
 
   class Impl;
