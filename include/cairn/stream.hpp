@@ -16,7 +16,10 @@
 //                    it. A reader, in this process or another, before or
 //                    after any crash, sees the last committed content bit for
 //                    bit or, if nothing was ever committed, gets
-//                    Errc::no_version; never a mix of two versions.
+//                    Errc::no_version; never a mix of two versions. Each
+//                    version carries a CRC-32C of its bytes, checked when a
+//                    reader opens it: damaged media give Errc::corrupted,
+//                    never different contents.
 //
 // A name without a scheme is prefixed with $CAIRN_STREAM_PREFIX (for example
 // "pmem:/dev/shm/run.pool#" or "mem:"), else read as file:NAME, so a

@@ -225,6 +225,11 @@ class Store {
 
   detail::Directory& dir() { return *dir_; }
   pool::Pool& pool() { return *pool_; }
+  // A failed write-back poisoned the mapping (commits happen under mu_).
+  bool poisoned() {
+    std::lock_guard<std::mutex> g(mu_);
+    return pool_->poisoned();
+  }
   const detail::Owner& me() const { return me_; }
   // A new open file description of the pool file (a reader's pin, a writer's
   // liveness lock): the same file even if its path was renamed since.
@@ -347,7 +352,7 @@ Result<std::shared_ptr<Store>> Store::get(const std::string& path, bool create, 
     // Nor a poisoned one: a write-back to it failed, and the pool refuses
     // further commits until it is mapped again (writers still open keep the
     // old Store, and fail).
-    if (it->second->pid_ == ::getpid() && same_file && !it->second->pool_->poisoned()) {
+    if (it->second->pid_ == ::getpid() && same_file && !it->second->poisoned()) {
       it->second->used_ = ++uses;
       return it->second;
     }

@@ -915,6 +915,20 @@ TEST_P(PmemStreamFaults, AFailedFirstCommitLeavesNoVersion) {
   EXPECT_EQ(read_bytes(uri("other")), pattern(10, 5));
 }
 
+// After a failed write-back the process's mapping of the pool refuses every
+// commit; the next stream opened maps the pool again (a sound device now).
+TEST_P(PmemStreamFaults, TheNextOpenMapsAPoisonedPoolAgain) {
+  write_bytes(uri("p"), pattern(1000, 1));
+  auto w = open_ok(uri("p"), cs::Mode::write);
+  ASSERT_TRUE(w);
+  arm();
+  std::fputs("lost", w->file());
+  ASSERT_FALSE(w->close().ok());
+  cs::detail::set_device_factory({});  // the device was fixed; no forget_pools()
+  write_bytes(uri("p"), pattern(2000, 2));
+  EXPECT_EQ(read_bytes(uri("p")), pattern(2000, 2));
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, PmemStreamFaults, ::testing::Values("flush", "drain", "copy"));
 
 TEST(MemStreams, ReadersKeepTheVersionTheyOpened) {

@@ -111,7 +111,29 @@ bool have_sse42() {
 }
 #endif
 
+// a * b modulo the polynomial, both bit-reflected (x^0 is the top bit).
+std::uint32_t multiply_mod(std::uint32_t a, std::uint32_t b) {
+  std::uint32_t product = 0;
+  for (std::uint32_t bit = 0x80000000u; bit != 0; bit >>= 1) {
+    if ((a & bit) != 0) product ^= b;
+    b = (b & 1) != 0 ? (b >> 1) ^ kPoly : b >> 1;  // b * x
+  }
+  return product;
+}
+
 }  // namespace
+
+// Appending n zero bytes multiplies the register by x^(8n); with the
+// inversions of the start and the end, crc(a b) = crc(a) x^(8 |b|) + crc(b).
+std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b) noexcept {
+  std::uint32_t power = 0x00800000u;  // x^8: one byte
+  std::uint32_t shifted = crc_a;
+  for (; len_b != 0; len_b >>= 1) {
+    if ((len_b & 1) != 0) shifted = multiply_mod(shifted, power);
+    power = multiply_mod(power, power);
+  }
+  return shifted ^ crc_b;
+}
 
 std::uint32_t crc32c_portable(std::uint32_t crc, const void* data, std::size_t n) noexcept {
   return ~raw_portable(~crc, static_cast<const unsigned char*>(data), n);

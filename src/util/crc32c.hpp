@@ -17,6 +17,10 @@ namespace cairn::util {
 // CRC of a followed by b. crc32c(0, "123456789", 9) == 0xE3069283.
 std::uint32_t crc32c(std::uint32_t crc, const void* data, std::size_t n) noexcept;
 
+// The CRC of a followed by b from crc32c(0, a) and crc32c(0, b) and b's
+// length: parts computed on several threads joined in order. O(log len_b).
+std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b) noexcept;
+
 // The table implementation alone (what crc32c uses without SSE4.2); the tests
 // hold the two to the same values.
 std::uint32_t crc32c_portable(std::uint32_t crc, const void* data, std::size_t n) noexcept;

@@ -46,8 +46,13 @@ TEST(Crc32c, AcceleratedMatchesTheTablesAtEveryLengthAndAlignment) {
 TEST(Crc32c, ChainsAndSeesEveryFlippedBit) {
   std::vector<std::uint8_t> buf(20000, 0x5A);
   const std::uint32_t whole = crc32c(0, buf.data(), buf.size());
-  for (std::size_t cut : {0, 1, 5000, 12288, 19999, 20000})
+  for (std::size_t cut : {0, 1, 5000, 12288, 19999, 20000}) {
     EXPECT_EQ(crc32c(crc32c(0, buf.data(), cut), buf.data() + cut, buf.size() - cut), whole) << cut;
+    EXPECT_EQ(cairn::util::crc32c_combine(crc32c(0, buf.data(), cut), crc32c(0, buf.data() + cut, buf.size() - cut),
+                                          buf.size() - cut),
+              whole)
+        << cut;
+  }
   for (std::size_t byte : {0, 100, 12287, 12288, 19999})
     for (int bit = 0; bit < 8; ++bit) {
       buf[byte] ^= static_cast<std::uint8_t>(1u << bit);
