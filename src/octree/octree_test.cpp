@@ -16,7 +16,9 @@
 #include <random>
 #include <set>
 
+#include "cairn/extended/device.hpp"
 #include "cairn/extended/pool.hpp"
+#include "octree/internal.hpp"
 
 namespace cairn::octree {
 namespace {
@@ -864,6 +866,55 @@ TEST(Octree, BadInputGetsTypedErrorsAndChangesNothing) {
   ASSERT_TRUE(lazy.ok());
   EXPECT_EQ(lazy.value()->checksum().error().code, Errc::corrupted);
   EXPECT_EQ(lazy.value()->gc().error().code, Errc::corrupted);
+}
+
+// ---- failed write-backs
+
+// A write-back that fails during persist (a flush, a drain or a copy: the
+// fault device records EIO as a failed msync would) fails the persist, and a
+// fresh restore sees the version before, bit for bit.
+TEST(OctreeFaults, AFailedWriteBackFailsThePersistAndKeepsThePreviousVersion) {
+  struct Case {
+    const char* name;
+    devices::FaultPlan plan;
+  };
+  for (const Case& c :
+       {Case{"flush1", {1, 0, 0, false}}, Case{"flush5", {5, 0, 0, false}}, Case{"flush5-once", {5, 0, 0, true}},
+        Case{"drain1", {0, 1, 0, false}}, Case{"drain1-once", {0, 1, 0, true}}, Case{"copy1", {0, 0, 1, false}},
+        Case{"copy1-once", {0, 0, 1, true}}}) {
+    const std::string path = pool_path(std::string("fault-") + c.name);
+    auto injector = std::make_shared<devices::FaultInjector>();
+    std::uint64_t committed = 0;
+    {
+      pool::CreateOptions co;
+      co.size = 64ull << 20;
+      co.device = devices::make_fault_device(injector);
+      auto p = pool::Pool::create(path, std::move(co));
+      ASSERT_TRUE(p.ok()) << p.error().message;
+      auto t = detail::Factory::format(*p.value(), opts(3));
+      ASSERT_TRUE(t.ok()) << t.error().message;
+      Octree& tr = *t.value();
+      ASSERT_TRUE(tr.uniform(2, init_code).ok());
+      ASSERT_TRUE(tr.persist().ok());
+      committed = tr.checksum().value();
+      ASSERT_TRUE(tr.refine(
+                        false, [](const Octant& q, const std::byte*) { return q.x == 0; }, init_code)
+                      .ok());
+      ASSERT_TRUE(tr.update_leaves([](const Octant&, std::byte* d) {
+                      d[2] = std::byte{9};
+                      return true;
+                    }).ok());
+      injector->arm(c.plan);
+      auto ps = tr.persist();
+      EXPECT_FALSE(ps.ok()) << c.name << ": persist reported success after a failed write-back";
+      EXPECT_GT(injector->counts().failed, 0u) << c.name;
+    }
+    auto back = Octree::restore(path, opts(3));
+    ASSERT_TRUE(back.ok()) << c.name << ": " << back.error().message;
+    EXPECT_EQ(back.value()->version(), 1u) << c.name;
+    EXPECT_EQ(back.value()->checksum().value(), committed) << c.name;
+    EXPECT_TRUE(back.value()->verify().ok()) << c.name;
+  }
 }
 
 // ---- damaged pools: a typed error or the tree that was committed, never a signal
