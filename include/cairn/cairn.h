@@ -493,7 +493,11 @@ int cairn_ckpt_stats_get(const cairn_ckpt* ckpt, cairn_ckpt_stats* out);
  *
  * cairn_stream_open returns NULL on failure, with cairn_errormsg() set and
  * errno set. A failed fwrite or fclose (a full pool: ENOSPC; EIO) commits
- * nothing; cairn_stream_errormsg() then says what happened. */
+ * nothing; cairn_stream_errormsg() then says what happened. A pmem: fclose
+ * fails with EIO, committing nothing, when any write-back of the pool failed
+ * (the previous version stays). Each pmem: version carries a CRC-32C of its
+ * bytes: a reader of a damaged version gets NULL (CAIRN_E_CORRUPTED), never
+ * different bytes. */
 FILE* cairn_stream_open(const char* uri, const char* mode, size_t size_hint);
 /* A reader's bytes in place, without a copy; valid until fclose. */
 int cairn_stream_view(FILE* stream, const void** data, size_t* length);
