@@ -144,8 +144,11 @@ Result<PoolHeader> validate_header(const std::string& path, const PoolHeader (&h
   if (use.pool_size < file_size)
     health.problems.push_back("file is longer than the pool (" + std::to_string(file_size) + " > " +
                               std::to_string(use.pool_size) + " bytes); the tail is ignored");
+  // block_size * block_count must not wrap: a header (checksum and all)
+  // naming 2^64 - 1 blocks passed, and the arena's bitmap came out empty
+  // (fuzz/pool_fuzz).
   if (use.arena_offset != kArenaOffset || use.block_size == 0 || (use.block_size & (use.block_size - 1)) != 0 ||
-      use.arena_offset + use.block_size * use.block_count > use.pool_size)
+      use.arena_offset > use.pool_size || use.block_count > (use.pool_size - use.arena_offset) / use.block_size)
     return make_error(Errc::corrupted, path + ": header geometry is inconsistent (arena " +
                                            std::to_string(use.arena_offset) + " + " + std::to_string(use.block_count) +
                                            " blocks of " + std::to_string(use.block_size) + " in " +
@@ -643,10 +646,15 @@ std::size_t Pool::prefault(const void* addr, std::size_t len) const {
   return (e - b) / page;
 }
 
-void Pool::persist_mt(const void* addr, std::size_t len, unsigned threads) {
+void Pool::persist_mt(const void* addr, std::size_t len, unsigned threads, Drain drain) {
   // Page write-back: one drain does it all, and more threads would only
   // split it into more calls.
-  if (len < kParallelMin || drain_covers_all_threads()) return persist(addr, len);
+  if (drain_covers_all_threads()) {
+    flush(addr, len);
+    if (drain == Drain::now) this->drain();
+    return;
+  }
+  if (len < kParallelMin) return persist(addr, len);
   ParallelScope scope;
   auto* p = static_cast<const std::byte*>(addr);
   util::parallel_ranges(len, threads, [&](std::size_t off, std::size_t n) {
@@ -655,9 +663,9 @@ void Pool::persist_mt(const void* addr, std::size_t len, unsigned threads) {
   });
 }
 
-void Pool::memcpy_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads) {
+void Pool::memcpy_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads, Drain drain) {
   const Run whole{0, len};
-  memcpy_persist_runs_mt(dst, src, {&whole, 1}, Stores::non_temporal, threads);
+  memcpy_persist_runs_mt(dst, src, {&whole, 1}, Stores::non_temporal, threads, drain);
 }
 
 void Pool::memcpy_flush_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads) {
@@ -666,7 +674,7 @@ void Pool::memcpy_flush_persist_mt(void* dst, const void* src, std::size_t len, 
 }
 
 void Pool::memcpy_persist_runs_mt(void* dst, const void* src, std::span<const Run> runs, Stores stores,
-                                  unsigned threads) {
+                                  unsigned threads, Drain drain) {
   auto* d = static_cast<std::byte*>(dst);
   auto* s = static_cast<const std::byte*>(src);
   // Through the page cache both kinds of store are the device's copy (which
@@ -682,9 +690,11 @@ void Pool::memcpy_persist_runs_mt(void* dst, const void* src, std::span<const Ru
   };
   std::size_t total = 0;
   for (const Run& r : runs) total += r.bytes;
+  const bool drain_at_end = !drain_covers_all_threads() || drain == Drain::now;
   if (total < kParallelMin) {
     for (const Run& r : runs) copy(r.offset, r.bytes);
-    return ops_.drain(ctx_);
+    if (drain_at_end) ops_.drain(ctx_);
+    return;
   }
   // Run i covers [start[i], start[i+1]) of the runs laid end to end; each
   // worker copies the pieces of its part of that line.
@@ -700,7 +710,7 @@ void Pool::memcpy_persist_runs_mt(void* dst, const void* src, std::span<const Ru
     }
     if (!drain_covers_all_threads()) ops_.drain(ctx_);
   });
-  if (drain_covers_all_threads()) ops_.drain(ctx_);
+  if (drain_covers_all_threads() && drain == Drain::now) ops_.drain(ctx_);
 }
 
 // ---- in-memory images (used by the crash simulator, tests/crashsim) ----

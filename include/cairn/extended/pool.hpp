@@ -274,8 +274,14 @@ class Pool {
   // (a fence orders only its own thread's flushes), then they join. While
   // the workers serve another thread's operation, the caller does every part
   // itself rather than wait.
-  void persist_mt(const void* addr, std::size_t len, unsigned threads = 0);
-  void memcpy_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads = 0);
+  // `drain`: Drain::now makes the range durable before the call returns;
+  // Drain::by_commit leaves the last drain to the caller's commit_word where
+  // one drain covers every thread (drain_covers_all_threads(): one
+  // write-back per commit on a page-cache file system instead of one per
+  // call). Under cpu flushes both fence every worker's part, as they must.
+  enum class Drain { now, by_commit };
+  void persist_mt(const void* addr, std::size_t len, unsigned threads = 0, Drain drain = Drain::now);
+  void memcpy_persist_mt(void* dst, const void* src, std::size_t len, unsigned threads = 0, Drain drain = Drain::now);
   // The same split, but each worker copies with ordinary cached stores and
   // then writes its lines back (clwb/clflushopt) before its fence: the
   // dram-cache strategy's copy, for comparison with non-temporal stores.
@@ -288,7 +294,7 @@ class Pool {
   };
   enum class Stores { non_temporal, cached_then_flushed };
   void memcpy_persist_runs_mt(void* dst, const void* src, std::span<const Run> runs, Stores stores,
-                              unsigned threads = 0);
+                              unsigned threads = 0, Drain drain = Drain::now);
   // Ranges smaller than this are done on the calling thread.
   static constexpr std::size_t kParallelMin = 1u << 20;
   // True on a thread that is inside persist_mt / memcpy_persist_mt. The crash

@@ -18,7 +18,8 @@ class DramCache final : public CopyStrategy {
   void copy_out(pool::Pool& pool, std::byte* dst, const std::byte* src,
                 std::span<const pool::Pool::Run> runs) override {
     // Each worker fences its own lines; the version word's persist follows.
-    pool.memcpy_persist_runs_mt(dst, src, runs, pool::Pool::Stores::cached_then_flushed, threads_);
+    pool.memcpy_persist_runs_mt(dst, src, runs, pool::Pool::Stores::cached_then_flushed, threads_,
+                                pool::Pool::Drain::by_commit);  // publish drains
   }
 };
 

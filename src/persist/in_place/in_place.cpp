@@ -240,9 +240,9 @@ void InPlace::hand_over(const Layout& layout, std::size_t entry) {
   if (!async_ || req.n <= inline_bytes_) {
     pool::Pool& pool = store_->pool();
     if (req.src == nullptr)
-      pool.persist_mt(req.dst, req.n, threads_);
+      pool.persist_mt(req.dst, req.n, threads_, pool::Pool::Drain::by_commit);
     else
-      pool.memcpy_persist_mt(req.dst, req.src, req.n, threads_);
+      pool.memcpy_persist_mt(req.dst, req.src, req.n, threads_, pool::Pool::Drain::by_commit);
     return;
   }
   {
@@ -284,9 +284,9 @@ void InPlace::flush_barrier() {
   while (take(p, SIZE_MAX)) {
     lk.unlock();
     if (p.src == nullptr)
-      pool.persist_mt(p.dst, p.n, threads_);
+      pool.persist_mt(p.dst, p.n, threads_, pool::Pool::Drain::by_commit);
     else
-      pool.memcpy_persist_mt(p.dst, p.src, p.n, threads_);
+      pool.memcpy_persist_mt(p.dst, p.src, p.n, threads_, pool::Pool::Drain::by_commit);
     lk.lock();
     --in_flight_;
   }

@@ -213,7 +213,8 @@ Result<void> Shadow::commit(Layout& layout, std::uint64_t version) {
   pool::Pool& pool = store_->pool();
   for (std::size_t i = 0; i < layout.entries.size(); ++i) {
     const Entry& e = layout.entries[i];
-    pool.memcpy_persist_mt(store_->slot(i, k), static_cast<const std::byte*>(e.latest()), e.bytes, threads_);
+    pool.memcpy_persist_mt(store_->slot(i, k), static_cast<const std::byte*>(e.latest()), e.bytes, threads_,
+                           pool::Pool::Drain::by_commit);  // publish drains
     bytes_copied += e.bytes;
   }
   if (auto r = store_->write_pointers_nodrain(k, ptrs); !r.ok()) return r;
