@@ -702,12 +702,16 @@ TEST_F(PmemStreams, AChildForkedByAWriterDoesNotKeepItAlive) {
     if (!s.ok()) ::_exit(2);
     std::fputs("never committed", s.value()->file());
     std::fflush(s.value()->file());
-    const pid_t heir = ::fork();
-    if (heir == 0) {
+    // The heir says it is ready itself: by then fork has returned in it, so
+    // its fork handlers have run (a writer reporting its heir's pid could be
+    // killed before the heir first ran, while the heir still held the
+    // writer's lock through the descriptors fork copied).
+    if (::fork() == 0) {
+      const pid_t me = ::getpid();
+      (void)!::write(ready[1], &me, sizeof me);
       ::pause();
       ::_exit(0);
     }
-    (void)!::write(ready[1], &heir, sizeof heir);
     ::pause();  // killed here
     ::_exit(4);
   }
