@@ -1185,6 +1185,44 @@ TEST(OctreeDamage, HeadersNamingExtentsOutsideThePoolAndOldLayoutsAreRefused) {
   EXPECT_NE(old.error().message.find("layout 1"), std::string::npos) << old.error().message;
 }
 
+// The tree header or the chunk table off an 8-byte boundary (found by
+// fuzz/octree_fuzz: the header was read misaligned): a typed error.
+TEST(OctreeDamage, AHeaderOrChunkTableOffAnEightByteBoundaryIsATypedError) {
+  const std::string path = pool_path("misaligned");
+  {
+    auto tr = Octree::create(path, opts(3));
+    ASSERT_TRUE(tr.ok());
+    ASSERT_TRUE(tr.value()->uniform(1, init_code).ok());
+    ASSERT_TRUE(tr.value()->persist().ok());
+  }
+  std::vector<char> image(fs::file_size(path));
+  std::ifstream(path, std::ios::binary).read(image.data(), static_cast<std::streamsize>(image.size()));
+  for (int which = 0; which < 2; ++which) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc)
+        .write(image.data(), static_cast<std::streamsize>(image.size()));
+    {
+      auto p = pool::Pool::open(path);
+      ASSERT_TRUE(p.ok());
+      const pool::RootSlot header = p.value()->root(0);
+      if (which == 0) {
+        ASSERT_TRUE(p.value()->publish_roots({{0, {header.offset + 2, header.version}}}).ok());
+      } else {
+        auto* h = reinterpret_cast<std::uint64_t*>(p.value()->base() + header.offset);
+        h[4] += 4;  // the chunk table's offset; the header's checksum made to match
+        h[15] = pool::checksum64(h, 120);
+        p.value()->persist(h, 128);
+      }
+    }
+    EXPECT_EQ(in_child([&] {
+                auto t = Octree::restore(path, opts(3));
+                return !t.ok() && t.error().code == Errc::corrupted ? kTypedError : 1;
+              }),
+              kTypedError)
+        << which;
+  }
+  fs::remove(path);
+}
+
 // Small committed pools, ~150 single-bit flips of their non-zero bytes and a
 // few truncations, each restored and read in a child: a typed error or the
 // committed tree, never a signal. Two pools: 3D, the version before kept,

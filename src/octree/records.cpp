@@ -44,6 +44,10 @@ Result<Records> read_records(const pool::Pool& pool, const Options& o, std::size
   if (hs.offset == 0 || pool.size() < kHeaderBytes || hs.offset > pool.size() - kHeaderBytes)
     return make_error(Errc::foreign_file,
                       path + " is a cairn pool but not a PM-octree (no tree header in root slot 0)");
+  // The header, its records and the chunk table are read as 8-byte words:
+  // a root or table off an 8-byte boundary was read misaligned
+  // (fuzz/octree_fuzz).
+  if (hs.offset % 8 != 0) return make_error(Errc::corrupted, path + ": the tree header is not 8-byte aligned");
   r.meta = hs.offset;
   r.header = reinterpret_cast<const TreeHeader*>(base + r.meta);
   const TreeHeader& h = *r.header;
@@ -67,7 +71,8 @@ Result<Records> read_records(const pool::Pool& pool, const Options& o, std::size
   const std::uint64_t size = pool.size();
   const std::uint64_t records_end = r.meta + kHeaderBytes + record_places(h.flags) * kRecordBytes;
   if (h.block_bytes != block_bytes || records_end > size || h.chunk_table < records_end || h.chunk_table > size ||
-      h.chunk_capacity > (size - h.chunk_table) / 8 || h.chunk_bytes < block_bytes || h.chunk_bytes > size)
+      h.chunk_table % 8 != 0 || h.chunk_capacity > (size - h.chunk_table) / 8 || h.chunk_bytes < block_bytes ||
+      h.chunk_bytes > size)
     return make_error(Errc::corrupted, path + ": the tree header's geometry is inconsistent");
   // The pool falls back to its older root table when the one its selector
   // names is damaged: that table names an older commit record, a tree the

@@ -144,7 +144,9 @@ Result<void> SlotStore::attach_existing(const Layout& layout, const std::string&
     return make_error(Errc::corrupted, path_ +
                                            " is a cairn pool but holds no persistence state (root slot 0 is "
                                            "empty); remove it or choose another name");
-  if (root.offset + sizeof(StateHeader) > pool_->size())
+  // Bounded without wrapping and aligned as every arena extent is: a damaged
+  // root must not wrap the sum or misalign the header (fuzz/slot_store_fuzz).
+  if (root.offset > pool_->size() - sizeof(StateHeader) || root.offset % pool_->header().block_size != 0)
     return make_error(Errc::corrupted, path_ + ": state root points outside the pool");
   extent_ = root.offset;
   const StateHeader& h = *header();

@@ -515,6 +515,30 @@ TEST(PoolErrors, WrongVersionAndCorruptHeaders) {
   EXPECT_NE(r.error().message.find("version 1"), std::string::npos) << r.error().message;
 }
 
+// A header whose block_size * block_count wraps past 2^64 (checksums valid:
+// a hostile file, found by fuzz/pool_fuzz) is inconsistent geometry, not an
+// arena of no blocks that the next allocation walks past.
+TEST(PoolErrors, BlockCountThatWrapsTheArenaSizeIsRefused) {
+  TempDir dir;
+  const auto path = dir.file("p");
+  make_pool(path, kMinPoolSize);
+  PoolHeader h{};
+  {
+    std::ifstream in(path, std::ios::binary);
+    in.read(reinterpret_cast<char*>(&h), sizeof h);
+  }
+  for (std::uint64_t count : {~std::uint64_t{0}, (~std::uint64_t{0} / h.block_size) + 1}) {
+    PoolHeader bad = h;
+    bad.block_count = count;
+    bad.checksum = checksum64(&bad, offsetof(PoolHeader, checksum));
+    write_bytes(path, kHeaderCopy0, &bad, sizeof bad);
+    write_bytes(path, kHeaderCopy1, &bad, sizeof bad);
+    auto r = Pool::open(path);
+    ASSERT_FALSE(r.ok()) << count;
+    EXPECT_EQ(r.error().code, Errc::corrupted) << r.error().message;
+  }
+}
+
 TEST(PoolErrors, FailedOpenNeverWrites) {
   TempDir dir;
   const auto path = dir.file("p");

@@ -80,7 +80,10 @@ Result<Directory> Directory::attach(pool::Pool& pool, Hooks hooks) {
     return make_error(Errc::foreign_file, "pool " + pool.path() +
                                               " holds no stream directory: it was made for something else "
                                               "(use another pool file for pmem: streams)");
-  if (root.offset < pool.header().arena_offset || root.offset + sizeof(DirHeader) > end)
+  // Bounded without wrapping, and on a block boundary as every extent is (a
+  // damaged root was read misaligned or past the pool: fuzz/stream_fuzz).
+  if (root.offset < pool.header().arena_offset || root.offset > end - sizeof(DirHeader) ||
+      root.offset % pool.header().block_size != 0)
     return make_error(Errc::corrupted, "pool " + pool.path() + ": its stream directory lies outside the arena");
   const auto* h = reinterpret_cast<const DirHeader*>(pool.at(root.offset));
   if (h->magic != kDirMagic || header_check(*h) != h->check)

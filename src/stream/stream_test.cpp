@@ -484,6 +484,38 @@ TEST_F(PmemStreams, ADamagedByteOfAVersionIsReportedNotRead) {
   EXPECT_EQ(read_bytes(uri("d")), pattern(100, 2));
 }
 
+// A root naming the directory off a block boundary, or so far out that the
+// bound check wrapped (found by fuzz/stream_fuzz): a typed error, nothing read.
+TEST_F(PmemStreams, ADirectoryRootOffABlockOrPastThePoolIsRefused) {
+  namespace sd = cairn::stream::detail;
+  write_bytes(uri("r"), pattern(100, 1));
+  std::uint64_t good = 0;
+  {
+    auto p = cairn::pool::Pool::open(pool());
+    ASSERT_TRUE(p.ok());
+    good = p.value()->root(sd::kStreamRoot).offset;
+  }
+  for (std::uint64_t bad : {good + 2, ~std::uint64_t{0} - 7, std::uint64_t{1} << 63}) {
+    {
+      // Written into the live root table as damage would (publish_root
+      // refuses offsets past the pool), its checksum made to match.
+      auto p = cairn::pool::Pool::open(pool());
+      ASSERT_TRUE(p.ok());
+      std::byte* base = p.value()->base();
+      const auto selector = *reinterpret_cast<const std::uint64_t*>(base + cairn::pool::kSelectorOffset);
+      auto* t = reinterpret_cast<cairn::pool::RootTable*>(
+          base + (selector == 0 ? cairn::pool::kRootTable0 : cairn::pool::kRootTable1));
+      t->slots[sd::kStreamRoot].offset = bad;
+      t->checksum = cairn::pool::checksum64(t, offsetof(cairn::pool::RootTable, checksum));
+      p.value()->persist(t, sizeof *t);
+    }
+    cs::detail::forget_pools();
+    auto r = cs::Stream::open(uri("r"), cs::Mode::read);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, Errc::corrupted) << r.error().message;
+  }
+}
+
 // A pool whose directory predates the checksums is refused, saying so.
 TEST_F(PmemStreams, APoolOfTheFirstStreamFormatIsRefused) {
   namespace sd = cairn::stream::detail;
