@@ -1,7 +1,7 @@
 # The two commands of the README. Both install what is missing first.
 #   make demo   build (release) and run the main demonstration
 #   make test   build with address+undefined sanitizers and run every test
-.PHONY: deps demo test test-crash build release debug tsan test-tsan bench format format-check clean
+.PHONY: deps demo test test-crash build release debug tsan test-tsan fuzz-build fuzz bench format format-check clean
 
 JOBS ?= 2
 
@@ -19,6 +19,11 @@ debug: deps
 tsan: deps
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS)
+
+# The libFuzzer targets of fuzz/ (clang-16) and their seed corpora; nothing else.
+fuzz-build: deps
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz -j $(JOBS)
 
 build: release
 
@@ -46,7 +51,10 @@ demo: release
 #     links the module without its sanitizer. `make tsan && make test-tsan` runs all
 #     of it, the crash suites at 2*10^4 states (undo-log's crash suite, whose
 #     share sizes assume at least 10^5 states and whose libpmemobj is not
-#     instrumented, only in the release step above).
+#     instrumented, only in the release step above);
+#  4. the fuzz targets (fuzz/README.md), built with clang-16: each one's
+#     regression inputs, then FUZZ_CHECK_SECONDS of fuzzing from its seeds
+#     (about 2 minutes with the build on 2 cores).
 CRASH_TESTS = crashsim_suite_test crashsim_fs_test crashsim_undo_log_test
 TSAN_SHARE_TARGETS = pool_test devices_test persist_in_place_test persist_incremental_test \
                      persist_conformance_test sph_verify_test stream_test octree_test dist_protection_test
@@ -61,6 +69,16 @@ test: debug
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS) --target $(TSAN_SHARE_TARGETS)
 	ctest --preset tsan -R $(TSAN_SHARE_TESTS) -E $(TSAN_SHARE_SKIP)
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz -j $(JOBS)
+	fuzz/run.sh check build/fuzz $(FUZZ_CHECK_SECONDS)
+
+# `make fuzz`: every fuzz target for FUZZ_SECONDS, growing its corpus in
+# build/fuzz/fuzz/corpus/<target>/ (findings in build/fuzz/fuzz/findings/).
+FUZZ_SECONDS ?= 60
+FUZZ_CHECK_SECONDS ?= 5
+fuzz: fuzz-build
+	fuzz/run.sh grow build/fuzz $(FUZZ_SECONDS)
 
 test-crash: release
 	ctest --preset release -R '^Crash/'
