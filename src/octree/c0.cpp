@@ -169,7 +169,8 @@ void Octree::Impl::merge_all() {
 }
 
 // Merges the least frequently accessed hot regions out of DRAM while over
-// budget. Call only where no frame below region_level_ is live.
+// budget. Only a Path calls it (Path::at, Path::settle): where no frame of
+// a walk points into a block a merge may move.
 void Octree::Impl::maybe_evict() {
   if (!evict_pending_) return;
   evict_pending_ = false;
