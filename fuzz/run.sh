@@ -30,6 +30,16 @@ for s in /usr/lib/llvm-16/bin/llvm-symbolizer /usr/bin/llvm-symbolizer; do
   fi
 done
 
+# A target that dies of a finding leaves its scratch directory behind: remove
+# those whose process is gone.
+reap_scratch() {
+  local d
+  for d in /dev/shm/cairn-fuzz-*; do
+    [ -d "$d" ] && ! kill -0 "${d##*-}" 2>/dev/null && rm -rf "$d"
+  done
+  return 0
+}
+
 failed=()
 for t in $targets; do
   exe="$bin/$t"
@@ -42,7 +52,10 @@ for t in $targets; do
   if [ "$mode" = check ]; then
     regressions=("$here/regressions/$t"/*)
     if [ -e "${regressions[0]}" ]; then
-      if ! "$exe" -timeout=10 -rss_limit_mb=2048 "${regressions[@]}" >>"$log" 2>&1; then
+      "$exe" -timeout=10 -rss_limit_mb=2048 "${regressions[@]}" >>"$log" 2>&1
+      rc=$?
+      reap_scratch
+      if [ $rc -ne 0 ]; then
         echo "fuzz: $t fails on a regression input (log: $log)"
         tail -n 40 "$log"
         failed+=("$t")
@@ -59,6 +72,7 @@ for t in $targets; do
   # shellcheck disable=SC2086
   "$exe" "${flags[@]}" -max_total_time="$seconds" ${FUZZ_ARGS:-} "${corpus[@]}" >>"$log" 2>&1
   rc=$?
+  reap_scratch
   [ "$mode" = check ] && rm -rf "$work"
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -n 1 | grep -o '[0-9]*$')
   echo "fuzz: $t: ${runs:-?} inputs in $(($(date +%s) - start)) s, exit $rc"
