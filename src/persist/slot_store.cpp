@@ -161,16 +161,24 @@ Result<void> SlotStore::attach_existing(const Layout& layout, const std::string&
                                                  strategy +
                                                  "'; use that strategy to restore it, or "
                                                  "choose another name");
-  if (h.extent_bytes == 0 || extent_ + h.extent_bytes > pool_->size() ||
-      h.area_offset[1] + h.area_bytes > pool_->size() ||
-      h.pointers_offset[1] + h.pointer_capacity * sizeof(PointerRecord) > h.area_offset[0])
+  // Every range bounded without wrapping, the descriptors inside the extent
+  // (a region count from a damaged header asked for 200 TB: fuzz/slot_store_fuzz).
+  const std::uint64_t size = pool_->size();
+  const auto within = [](std::uint64_t off, std::uint64_t bytes, std::uint64_t end) {
+    return off <= end && bytes <= end - off;
+  };
+  if (h.extent_bytes == 0 || !within(extent_, h.extent_bytes, size) || !within(h.area_offset[1], h.area_bytes, size) ||
+      h.pointer_capacity > size / sizeof(PointerRecord) ||
+      !within(h.pointers_offset[1], h.pointer_capacity * sizeof(PointerRecord), h.area_offset[0]) ||
+      h.region_count >= (1u << 20) || h.desc_offset < extent_ ||
+      !within(h.desc_offset, h.region_count * sizeof(RegionDesc), extent_ + h.extent_bytes))
     return make_error(Errc::corrupted, path_ + ": state extent geometry runs past the pool");
   auto rb = pool_->arena().rebuild();
   if (auto r = rb.mark(extent_, h.extent_bytes); !r.ok()) return r;
   rb.finish();
 
   std::vector<RegionDesc> stored_descs(h.region_count);
-  if (h.region_count > 0 && h.region_count < (1u << 20))
+  if (h.region_count > 0)
     std::memcpy(stored_descs.data(), pool_->at(h.desc_offset), h.region_count * sizeof(RegionDesc));
   layout_check_ = layout.check_same(stored_descs, h.pointer_count, h.layout_hash);
   if (layout_check_.ok()) {

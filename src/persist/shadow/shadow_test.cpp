@@ -12,6 +12,7 @@
 #include "cairn/extended/pool.hpp"
 #include "cairn/persist.hpp"
 #include "persist/layout.hpp"
+#include "persist/slot_store.hpp"
 #include "tests/support/patterns.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -247,6 +248,37 @@ TEST_F(Shadow, AStateRootOffABlockOrPastThePoolIsRefused) {
     auto r = ctx->open();
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().code, Errc::corrupted) << r.error().message;
+  }
+}
+
+// A state header (checksum valid) whose region count or descriptor offset
+// runs past the pool (found by fuzz/slot_store_fuzz: a vector of 2^44
+// descriptors was allocated): a typed error.
+TEST_F(Shadow, AStateHeaderWhoseDescriptorsRunPastThePoolIsRefused) {
+  {
+    auto ctx = make();
+    ASSERT_TRUE(ctx->region("a", 4096).ok());
+    ASSERT_TRUE(ctx->open().ok());
+    ASSERT_TRUE(ctx->commit().ok());
+  }
+  using Damage = void (*)(detail::StateHeader&);
+  for (Damage damage : {+[](detail::StateHeader& h) { h.region_count = std::uint64_t{1} << 44; },
+                        +[](detail::StateHeader& h) { h.region_count = (1u << 20) - 1; },
+                        +[](detail::StateHeader& h) { h.desc_offset = ~std::uint64_t{0} - 64; }}) {
+    auto p = pool::Pool::open(pool_path());
+    ASSERT_TRUE(p.ok());
+    auto* h = reinterpret_cast<detail::StateHeader*>(p.value()->at(p.value()->root(0).offset));
+    const detail::StateHeader saved = *h;
+    damage(*h);
+    h->checksum = pool::checksum64(h, offsetof(detail::StateHeader, checksum));
+    p.value()->persist(h, sizeof *h);
+    auto ctx = make();
+    ASSERT_TRUE(ctx->region("a", 4096).ok());
+    auto r = ctx->open();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::corrupted) << r.error().message;
+    *h = saved;
+    p.value()->persist(h, sizeof *h);
   }
 }
 
