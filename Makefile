@@ -53,8 +53,9 @@ demo: release
 #     share sizes assume at least 10^5 states and whose libpmemobj is not
 #     instrumented, only in the release step above);
 #  4. the fuzz targets (fuzz/README.md), built with clang-16: each one's
-#     regression inputs, then FUZZ_CHECK_SECONDS of fuzzing from its seeds
-#     (about 2 minutes with the build on 2 cores).
+#     regression inputs, then FUZZ_CHECK_RUNS inputs (3000) drawn from its
+#     seeds with a fixed libFuzzer seed, so that every machine runs the same
+#     inputs, bounded by FUZZ_CHECK_SECONDS (about 2 minutes with the build).
 CRASH_TESTS = crashsim_suite_test crashsim_fs_test crashsim_undo_log_test
 TSAN_SHARE_TARGETS = pool_test devices_test persist_in_place_test persist_incremental_test \
                      persist_conformance_test sph_verify_test stream_test octree_test dist_protection_test
@@ -76,7 +77,7 @@ test: debug
 # `make fuzz`: every fuzz target for FUZZ_SECONDS, growing its corpus in
 # build/fuzz/fuzz/corpus/<target>/ (findings in build/fuzz/fuzz/findings/).
 FUZZ_SECONDS ?= 60
-FUZZ_CHECK_SECONDS ?= 5
+FUZZ_CHECK_SECONDS ?= 60
 fuzz: fuzz-build
 	fuzz/run.sh grow build/fuzz $(FUZZ_SECONDS)
 
