@@ -37,7 +37,11 @@ std::string fs_type_name(const std::string& dir) {
     case 0x9123683EUL: return "btrfs";
     case 0x6969UL: return "nfs";
     case 0x2FC12FC1UL: return "zfs";
-    default: return fmt("0x%lx", static_cast<double>(fs.f_type));
+    default: {
+      char hex[24];  // (fmt() formats a double: no good for a magic number)
+      std::snprintf(hex, sizeof hex, "0x%lx", static_cast<unsigned long>(fs.f_type));
+      return hex;
+    }
   }
 }
 

@@ -1,12 +1,10 @@
 // devices_test.cpp — profiles, the emulated device's counters and delays, pools on emulated devices.
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/statfs.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <latch>
 #include <thread>
 #include <vector>
@@ -301,20 +299,13 @@ TEST(FaultDevice, OnceFailsOnlyTheNthCallButTheErrorStays) {
 // nothing, but every count below is the device's own.
 class DiskDir {
  public:
-  DiskDir() : dir_(pick()) {}
+  DiskDir()
+      : on_disk_(!testing::disk_temp_root().empty()), dir_(on_disk_ ? TempDir(testing::disk_temp_root()) : TempDir()) {}
   std::string file(const std::string& name) const { return dir_.path() + "/" + name; }
-  bool on_disk() const {
-    struct statfs fs {};
-    return ::statfs(dir_.path().c_str(), &fs) == 0 && static_cast<unsigned long>(fs.f_type) != 0x01021994UL;
-  }
+  bool on_disk() const { return on_disk_; }
 
  private:
-  static TempDir pick() {
-    const std::string tmp = std::filesystem::temp_directory_path().string();
-    struct statfs fs {};
-    if (::statfs(tmp.c_str(), &fs) == 0 && static_cast<unsigned long>(fs.f_type) != 0x01021994UL) return TempDir(tmp);
-    return TempDir();
-  }
+  bool on_disk_;
   TempDir dir_;
 };
 

@@ -188,6 +188,7 @@ class RealDevice final : public Device {
     flush_pagecache(ctx, dst, len);
   }
   static void fill_pagecache(void* ctx, void* dst, int c, std::size_t len) {
+    tsan_writes(dst, len);
     std::memset(dst, c, len);
     self(ctx).counters_.add(self(ctx).counters_.copied_bytes, len);
     flush_pagecache(ctx, dst, len);

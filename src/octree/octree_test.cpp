@@ -978,16 +978,23 @@ int restore_and_read(const std::string& path, const Options& o, std::uint64_t su
   return c.value() == sum && tr.checksum().value() == sum ? kSameTree : kDifferentTree;
 }
 
+// A committed tree of 64 leaves (uniform to level 2) in a new pool at
+// `path`; the leaves' checksum, 0 (with a failure recorded) if it could not
+// be made.
+std::uint64_t persisted_uniform_tree(const std::string& path) {
+  auto tr = Octree::create(path, opts(3));
+  EXPECT_TRUE(tr.ok());
+  if (!tr.ok() || !tr.value()->uniform(2, init_code).ok() || !tr.value()->persist().ok()) {
+    ADD_FAILURE() << "could not make the tree in " << path;
+    return 0;
+  }
+  return tr.value()->checksum().value();
+}
+
 TEST(OctreeDamage, ADramBitInTheRootsChildReferenceIsATypedErrorNotACrash) {
   const std::string path = pool_path("dram-bit");
-  std::uint64_t sum = 0;
-  {
-    auto tr = Octree::create(path, opts(3));
-    ASSERT_TRUE(tr.ok());
-    ASSERT_TRUE(tr.value()->uniform(2, init_code).ok());
-    ASSERT_TRUE(tr.value()->persist().ok());
-    sum = tr.value()->checksum().value();
-  }
+  const std::uint64_t sum = persisted_uniform_tree(path);
+  ASSERT_NE(sum, 0u);
   flip_bit(path, committed_root_block(path) + kBlockHeader, 0);  // the reference now "names DRAM"
   for (const bool background : {false, true}) {
     Options o = opts(3);
@@ -1005,12 +1012,7 @@ TEST(OctreeDamage, ADramBitInTheRootsChildReferenceIsATypedErrorNotACrash) {
 
 TEST(OctreeDamage, StatsOfADamagedTreeIsATypedErrorNotACrash) {
   const std::string path = pool_path("stats");
-  {
-    auto tr = Octree::create(path, opts(3));
-    ASSERT_TRUE(tr.ok());
-    ASSERT_TRUE(tr.value()->uniform(2, init_code).ok());
-    ASSERT_TRUE(tr.value()->persist().ok());
-  }
+  ASSERT_NE(persisted_uniform_tree(path), 0u);
   // The first grandchild reference of the root now points far outside the pool.
   const std::uint64_t level1 = read_word(path, committed_root_block(path) + kBlockHeader);
   flip_bit(path, level1 + kBlockHeader + 5, 6);  // bit 46 of the reference
@@ -1077,12 +1079,7 @@ TEST(OctreeDamage, AReferenceToAnOlderCopyOfTheSameFamilyIsRejected) {
 // read after restore, by a walk or by the collector.
 TEST(OctreeDamage, ADamagedPayloadIsFoundWhenItsBlockIsFirstRead) {
   const std::string path = pool_path("payload");
-  {
-    auto tr = Octree::create(path, opts(3));
-    ASSERT_TRUE(tr.ok());
-    ASSERT_TRUE(tr.value()->uniform(2, init_code).ok());
-    ASSERT_TRUE(tr.value()->persist().ok());
-  }
+  ASSERT_NE(persisted_uniform_tree(path), 0u);
   // The first level-2 family: its block's second slot's payload.
   const std::uint64_t level1 = read_word(path, committed_root_block(path) + kBlockHeader);
   const std::uint64_t level2 = read_word(path, level1 + kBlockHeader);

@@ -1,12 +1,23 @@
 // temp_dir.hpp — a scratch directory for tests, removed on destruction.
 #pragma once
 
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
 
 namespace cairn::testing {
+
+// The system temp directory when it is on a disk file system (not tmpfs),
+// else "": where a test finds pools that write back through the page cache.
+inline std::string disk_temp_root() {
+  constexpr unsigned long kTmpfsMagic = 0x01021994UL;
+  const std::string tmp = std::filesystem::temp_directory_path().string();
+  struct statfs fs {};
+  if (::statfs(tmp.c_str(), &fs) != 0 || static_cast<unsigned long>(fs.f_type) == kTmpfsMagic) return "";
+  return tmp;
+}
 
 class TempDir {
  public:
