@@ -197,8 +197,8 @@ struct Beat : dist::detail::Heartbeat {
 std::vector<Beat> read_beats(const fs::path& dir, int ranks) {
   std::vector<Beat> beats(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r)
-    if (const auto h = dist::detail::read_heartbeat(dist::detail::heartbeat_path(dir.string(), r)))
-      beats[static_cast<std::size_t>(r)] = {*h, true};
+    if (const auto h = dist::detail::read_heartbeat(dist::detail::heartbeat_path(dir.string(), r)); h.ok())
+      beats[static_cast<std::size_t>(r)] = {h.value(), true};
   return beats;
 }
 

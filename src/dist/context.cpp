@@ -250,8 +250,10 @@ Result<void> Context::open_replicas() {
   auto open_slot = [&](const std::string& path, detail::SlotFile::Kind kind, int source,
                        std::size_t bytes) -> Result<std::unique_ptr<detail::SlotFile>> {
     auto f = detail::SlotFile::open(path, kind, t.rank, source, t.nranks, bytes);
-    if (f.ok() || f.error().code != Errc::corrupted) return f;
-    // A damaged or stale copy is worth nothing: set it aside, start empty
+    if (f.ok() || (f.error().code != Errc::corrupted && f.error().code != Errc::foreign_file &&
+                   f.error().code != Errc::truncated && f.error().code != Errc::wrong_version))
+      return f;
+    // A damaged, stale or foreign copy is worth nothing: set it aside, start empty
     // (the restore then sees that this rank does not hold it).
     std::fprintf(stderr, "cairn dist: rank %d: %s; it is moved aside (.damaged) and written anew\n", t.rank,
                  f.error().message.c_str());

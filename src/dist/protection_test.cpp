@@ -4,14 +4,20 @@
 
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iostream>
 #include <tuple>
 
+#include "cairn/extended/device.hpp"
+#include "dist/heartbeat.hpp"
 #include "tests/support/syscall_faults.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -199,6 +205,333 @@ TEST(PfsFlusher, AFlushNotMadeDurableFailsNamingTheDirectory) {
     EXPECT_FALSE(std::filesystem::exists(f.file(4)));
     EXPECT_TRUE(f.versions().empty());
   }
+}
+
+// ---- hostile and damaged files: a typed error or the identical state ----
+
+std::vector<char> slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+void spill(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+struct Damage {
+  std::size_t byte = 0;
+  int bit = -1;  // -1: a truncation to `byte` bytes
+  std::string what() const {
+    return bit >= 0 ? "bit " + std::to_string(bit) + " of byte " + std::to_string(byte)
+                    : "truncation to " + std::to_string(byte) + " bytes";
+  }
+};
+
+// `flips` single-bit flips of non-zero bytes of `image` (a fixed xorshift
+// sequence) and the truncations `cuts`.
+std::vector<Damage> sample_damage(const std::vector<char>& image, int flips, const std::vector<std::size_t>& cuts) {
+  std::vector<std::size_t> nonzero;
+  for (std::size_t i = 0; i < image.size(); ++i)
+    if (image[i] != 0) nonzero.push_back(i);
+  std::vector<Damage> out;
+  std::uint64_t x = 0x9E3779B97F4A7C15ULL;
+  auto next = [&x] {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return x;
+  };
+  for (int i = 0; i < flips && !nonzero.empty(); ++i)
+    out.push_back({nonzero[next() % nonzero.size()], static_cast<int>(next() % 8)});
+  for (std::size_t c : cuts) out.push_back({c, -1});
+  return out;
+}
+
+// Writes each damaged copy of `image` to `path` and runs `check` in a child:
+// it returns 10 (the identical state), 12 (a typed error) or 11 (a silently
+// different state). A signal, a hang (30 s) or 11 fails the test.
+void sweep(const std::string& path, const std::vector<char>& image, const std::vector<Damage>& cases,
+           const std::function<int()>& check, const char* format) {
+  int identical = 0, typed = 0;
+  for (const Damage& d : cases) {
+    std::vector<char> damaged = image;
+    if (d.bit >= 0)
+      damaged[d.byte] = static_cast<char>(damaged[d.byte] ^ (1 << d.bit));
+    else
+      damaged.resize(d.byte);
+    spill(path, damaged);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::alarm(30);
+      ::_exit(check());
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_FALSE(WIFSIGNALED(status)) << d.what() << ": signal " << WTERMSIG(status);
+    ASSERT_TRUE(WIFEXITED(status)) << d.what();
+    EXPECT_NE(WEXITSTATUS(status), 11) << d.what() << ": silently different state";
+    EXPECT_TRUE(WEXITSTATUS(status) == 10 || WEXITSTATUS(status) == 12 || WEXITSTATUS(status) == 11)
+        << d.what() << ": exit " << WEXITSTATUS(status);
+    identical += WEXITSTATUS(status) == 10;
+    typed += WEXITSTATUS(status) == 12;
+  }
+  std::cout << format << " bit-flip sweep: " << cases.size() << " cases, " << identical << " identical, " << typed
+            << " typed errors\n";
+}
+
+// A typed error names the file: 12, else 13 (an error without its file).
+int typed(const cairn::Error& e, const std::string& path) {
+  return e.code != Errc::ok && e.message.find(path) != std::string::npos ? 12 : 13;
+}
+
+TEST(SlotFile, BitFlipSweepGivesATypedErrorOrTheIdenticalCopy) {
+  TempDir dir;
+  const std::string path = dir.file("copy.pool");
+  constexpr std::size_t kSmall = 5000;
+  const auto v5 = pattern(kSmall, 5), v6 = pattern(kSmall, 6);
+  {
+    auto f = SlotFile::open(path, SlotFile::Kind::partner, 1, 0, 2, kSmall).value();
+    for (const auto* v : {&v5, &v6}) {
+      const std::uint64_t version = v == &v5 ? 5 : 6;
+      ASSERT_TRUE(f->begin(version).ok());
+      std::memcpy(f->data(static_cast<int>(version % 2)), v->data(), kSmall);
+      ASSERT_TRUE(f->publish(version, checksum_of(*v)).ok());
+    }
+  }
+  const auto image = slurp(path);
+  // A rebuild uses a slot only when it holds the version and verifies:
+  // a slot that fails verify() is damage detected.
+  auto check = [&] {
+    auto f = SlotFile::open(path, SlotFile::Kind::partner, 1, 0, 2, kSmall);
+    if (!f.ok()) return typed(f.error(), path);
+    bool detected = false;
+    for (int slot = 0; slot < 2; ++slot) {
+      const std::uint64_t want = slot == 0 ? 6 : 5;
+      const auto& bytes = slot == 0 ? v6 : v5;
+      if (f.value()->held(slot) != want) return 11;
+      if (!f.value()->verify(slot)) {
+        detected = true;
+        continue;
+      }
+      if (std::memcmp(f.value()->data(slot), bytes.data(), kSmall) != 0) return 11;
+    }
+    return detected ? 12 : 10;
+  };
+  sweep(path, image, sample_damage(image, 150, {0, 100, 4096, 65536, 70000, image.size() / 2, image.size() - 4096}),
+        check, "slot file");
+}
+
+TEST(PfsFlusher, BitFlipSweepGivesATypedErrorOrTheIdenticalPayload) {
+  TempDir dir;
+  PfsFlusher f(dir.path(), "job", 1, 2);
+  const auto payload = pattern(3000, 9);
+  ASSERT_TRUE(f.start(4, std::vector<std::byte>(payload)).ok());
+  ASSERT_TRUE(f.wait().ok());
+  const std::string path = f.file(4);
+  const auto image = slurp(path);
+  ASSERT_EQ(image.size(), 64 + payload.size());
+  auto check = [&] {
+    // Both ways of reading: the size known (dist) and recorded (amr-mpi).
+    bool error = false;
+    for (const bool sized : {true, false}) {
+      std::vector<std::byte> back(sized ? payload.size() : 0);
+      auto r = f.read(4, back);
+      if (!r.ok()) {
+        if (typed(r.error(), path) != 12) return 13;
+        error = true;
+        continue;
+      }
+      if (back != payload) return 11;
+    }
+    return error ? 12 : 10;
+  };
+  std::vector<Damage> cases = sample_damage(image, 150, {0, 8, 63, 64, 65, 1000, image.size() - 1});
+  for (std::size_t i = 0; i < 64; ++i) cases.push_back({i, static_cast<int>(i % 8)});  // the header, every byte
+  sweep(path, image, cases, check, "flushed version");
+}
+
+TEST(PfsFlusher, AForeignOrOlderFileIsTypedAndAHugeVersionNameIsSkipped) {
+  TempDir dir;
+  PfsFlusher f(dir.path(), "job", 0, 2);
+  ASSERT_TRUE(f.start(3, pattern(100, 3)).ok());
+  ASSERT_TRUE(f.wait().ok());
+  auto image = slurp(f.file(3));
+  std::vector<std::byte> back;
+  image[12] ^= 1;  // rank
+  spill(f.file(3), image);
+  EXPECT_EQ(f.read(3, back).error().code, Errc::corrupted);
+  EXPECT_TRUE(back.empty());
+  image[12] ^= 1;
+  image[8] = 2;  // format
+  spill(f.file(3), image);
+  EXPECT_EQ(f.read(3, back).error().code, Errc::wrong_version);
+  image[0] ^= 0x40;  // magic
+  spill(f.file(3), image);
+  EXPECT_EQ(f.read(3, back).error().code, Errc::foreign_file);
+  spill(f.file(3), std::vector<char>(10, 'x'));
+  EXPECT_EQ(f.read(3, back).error().code, Errc::truncated);
+  // A version number no integer holds is no version (std::stoull threw).
+  std::ofstream(dir.file("job.n2.r0.v99999999999999999999999.ckpt")) << "x";
+  EXPECT_EQ(f.versions(), std::vector<std::uint64_t>{3});
+}
+
+// Partner copies and parity on the fault device: a failed flush, drain or
+// copy while version 7 is written must fail begin or publish, later
+// publishes too (poisoned), and a fresh open must find version 6 bit for bit
+// (and slot 1 empty or holding 5, never 7).
+void sweep_slot_faults(const char* kind) {
+  TempDir dir;
+  constexpr std::size_t kSmall = 3 * 4096 + 100;
+  const auto v5 = pattern(kSmall, 5), v6 = pattern(kSmall, 6), v7 = pattern(kSmall, 7);
+  int failed = 0;
+  for (std::uint64_t n = 1; n < 1000; ++n) {
+    const std::string path = dir.file(std::string(kind) + std::to_string(n) + ".pool");
+    {
+      auto f = SlotFile::open(path, SlotFile::Kind::parity, 0, 0, 2, kSmall).value();
+      for (const auto* v : {&v5, &v6}) {
+        const std::uint64_t version = v == &v5 ? 5 : 6;
+        ASSERT_TRUE(f->begin(version).ok());
+        std::memcpy(f->data(static_cast<int>(version % 2)), v->data(), kSmall);
+        ASSERT_TRUE(f->publish(version, checksum_of(*v)).ok());
+      }
+    }
+    auto injector = std::make_shared<cairn::devices::FaultInjector>();
+    bool tripped = false;
+    {
+      auto f =
+          SlotFile::open(path, SlotFile::Kind::parity, 0, 0, 2, kSmall, cairn::devices::make_fault_device(injector));
+      ASSERT_TRUE(f.ok()) << f.error().message;
+      cairn::devices::FaultPlan plan;
+      (std::string(kind) == "flush" ? plan.flush : std::string(kind) == "drain" ? plan.drain : plan.copy) = n;
+      injector->arm(plan);
+      auto r = f.value()->begin(7);
+      if (r.ok()) {
+        std::memcpy(f.value()->data(1), v7.data(), kSmall);
+        r = f.value()->publish(7, checksum_of(v7));
+      }
+      tripped = injector->counts().failed > 0;
+      if (!tripped) {
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        if (n > 1) break;  // the sweep is past the calls that writing 7 makes
+      } else {
+        ++failed;
+        ASSERT_FALSE(r.ok()) << kind << " call " << n << " failed, yet version 7 was published";
+        EXPECT_TRUE(r.error().code == Errc::poisoned || r.error().code == Errc::io_error) << r.error().message;
+        injector->arm({});
+        EXPECT_FALSE(f.value()->publish(7, checksum_of(v7)).ok()) << "a publish after a failed write-back";
+      }
+    }
+    auto f = SlotFile::open(path, SlotFile::Kind::parity, 0, 0, 2, kSmall);
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    EXPECT_EQ(f.value()->held(0), 6u);
+    EXPECT_TRUE(f.value()->verify(0));
+    EXPECT_EQ(std::memcmp(f.value()->data(0), v6.data(), kSmall), 0);
+    if (tripped) {
+      EXPECT_NE(f.value()->held(1), 7u) << kind << " call " << n;
+      if (f.value()->held(1) == 5) {
+        EXPECT_TRUE(f.value()->verify(1));
+      }
+    } else {
+      EXPECT_EQ(f.value()->held(1), 7u);
+      EXPECT_EQ(std::memcmp(f.value()->data(1), v7.data(), kSmall), 0);
+    }
+  }
+  std::cout << kind << ": " << failed << " failed write-backs, each failing the slot's commit\n";
+  EXPECT_GT(failed, 0) << "no " << kind << " call was reached";
+}
+
+TEST(SlotFile, AFailedFlushFailsThePublishAndTheOldVersionStays) { sweep_slot_faults("flush"); }
+TEST(SlotFile, AFailedDrainFailsThePublishAndTheOldVersionStays) { sweep_slot_faults("drain"); }
+
+// The flushed versions are files: a failed write, fsync or rename of version
+// 3 fails the flush and leaves version 2 readable bit for bit.
+TEST(PfsFlusher, AFailedFlushLeavesThePreviousVersionBitForBit) {
+  using cairn::testing::Syscall;
+  using cairn::testing::SyscallFault;
+  for (const auto& [call, nth] : {std::pair{Syscall::fsync, 1}, std::pair{Syscall::rename, 1}}) {
+    TempDir dir;
+    PfsFlusher f(dir.path(), "job", 0, 2);
+    ASSERT_TRUE(f.start(2, pattern(5000, 2)).ok());
+    ASSERT_TRUE(f.wait().ok());
+    {
+      SyscallFault fault(call, nth, EIO);
+      ASSERT_TRUE(f.start(3, pattern(5000, 3)).ok());
+      EXPECT_FALSE(f.wait().ok());
+      EXPECT_TRUE(fault.delivered());
+    }
+    PfsFlusher fresh(dir.path(), "job", 0, 2);
+    EXPECT_EQ(fresh.versions(), std::vector<std::uint64_t>{2});
+    std::vector<std::byte> back;
+    ASSERT_TRUE(fresh.read(2, back).ok());
+    EXPECT_EQ(back, pattern(5000, 2));
+  }
+}
+
+// ---- heartbeat files ----
+
+using cairn::dist::detail::Heartbeat;
+using cairn::dist::detail::heartbeat_record;
+using cairn::dist::detail::parse_heartbeat;
+
+std::vector<std::byte> record_bytes(const Heartbeat& h) {
+  const auto r = heartbeat_record(h);
+  std::vector<std::byte> out(sizeof r);
+  std::memcpy(out.data(), &r, sizeof r);
+  return out;
+}
+
+TEST(Heartbeat, WrittenAndReadBack) {
+  TempDir dir;
+  ::setenv("CAIRN_HEARTBEAT_DIR", dir.path().c_str(), 1);
+  {
+    cairn::dist::detail::HeartbeatWriter w(3);
+    auto none = cairn::dist::detail::read_heartbeat(cairn::dist::detail::heartbeat_path(dir.path(), 3));
+    EXPECT_EQ(none.error().code, Errc::no_version);  // created, not written yet
+    w.beat(12, 11);
+  }
+  ::unsetenv("CAIRN_HEARTBEAT_DIR");
+  auto h = cairn::dist::detail::read_heartbeat(cairn::dist::detail::heartbeat_path(dir.path(), 3));
+  ASSERT_TRUE(h.ok()) << h.error().message;
+  EXPECT_EQ(h.value().version, 12u);
+  EXPECT_EQ(h.value().restored, 11u);
+  EXPECT_EQ(h.value().pid, static_cast<std::uint64_t>(::getpid()));
+  EXPECT_EQ(cairn::dist::detail::read_heartbeat(dir.file("heartbeat.9")).error().code, Errc::not_found);
+}
+
+// Every single-bit flip and every truncation of a beat: a typed error or the
+// same beat. The launcher kills the pids beats name, so this is the line
+// between a damaged file and SIGKILL to another process (a pid of -1 is
+// every process the launcher may signal).
+TEST(Heartbeat, EveryBitFlipAndTruncationGivesATypedErrorOrTheSameBeat) {
+  const Heartbeat beat{41, 4242, 40, 125000000};
+  const auto bytes = record_bytes(beat);
+  int typed_errors = 0, same = 0;
+  for (std::size_t cut = 0; cut <= bytes.size(); ++cut) {
+    for (int bit = -1; bit < static_cast<int>(8 * cut); ++bit) {
+      std::vector<std::byte> d(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(cut));
+      if (bit >= 0) d[static_cast<std::size_t>(bit / 8)] ^= std::byte(1u << (bit % 8));
+      auto r = parse_heartbeat(d, "hb");
+      if (!r.ok()) {
+        EXPECT_NE(r.error().message.find("hb"), std::string::npos);
+        ++typed_errors;
+        continue;
+      }
+      ASSERT_EQ(cut, bytes.size()) << "a truncated beat was read";
+      EXPECT_EQ(std::memcmp(&r.value(), &beat, sizeof beat), 0) << "bit " << bit << ": a different beat";
+      ++same;
+    }
+  }
+  EXPECT_EQ(same, 1);  // only the undamaged record
+  std::cout << "heartbeat: " << typed_errors << " damaged beats, each a typed error\n";
+}
+
+TEST(Heartbeat, AnOldOrHostileBeatNamesNoProcess) {
+  std::vector<std::byte> old(sizeof(Heartbeat));
+  EXPECT_EQ(parse_heartbeat(old, "hb").error().code, Errc::wrong_version);
+  // Checksums that match: a beat forged, not damaged.
+  for (const Heartbeat& h : {Heartbeat{1, 0xFFFFFFFFull, 0, 0}, Heartbeat{1, 0, 0, 0}, Heartbeat{3, 7, 4, 0},
+                             Heartbeat{1, (1ull << 22) + 1, 0, 0}})
+    EXPECT_EQ(parse_heartbeat(record_bytes(h), "hb").error().code, Errc::corrupted) << h.pid;
+  EXPECT_EQ(parse_heartbeat(std::vector<std::byte>(48, std::byte{7}), "hb").error().code, Errc::foreign_file);
 }
 
 }  // namespace

@@ -78,13 +78,19 @@ Beats read_beats(const fs::path& dir, int ranks, fs::file_time_type since) {
     const std::string p = dist::detail::heartbeat_path(dir.string(), r);
     const auto t = fs::last_write_time(p, ec);
     if (ec) continue;
-    // A file the rank has created but not yet written is no beat.
+    // A file the rank has created but not yet written is no beat. A damaged
+    // or foreign one gives nothing either (above all no pid to kill), but
+    // its age still counts: the rank writes it again at its next commit.
     const auto beat = dist::detail::read_heartbeat(p);
-    if (!beat) continue;
-    b.interval = std::max(b.interval, static_cast<double>(beat->interval_ns) * 1e-9);
-    b.version = std::max(b.version, beat->version);
-    b.restored = std::max(b.restored, beat->restored);
-    if (beat->pid > 0) b.pids.push_back(static_cast<pid_t>(beat->pid));
+    if (!beat.ok() && beat.error().code != Errc::corrupted && beat.error().code != Errc::foreign_file &&
+        beat.error().code != Errc::truncated && beat.error().code != Errc::wrong_version)
+      continue;
+    if (beat.ok()) {
+      b.interval = std::max(b.interval, static_cast<double>(beat.value().interval_ns) * 1e-9);
+      b.version = std::max(b.version, beat.value().version);
+      b.restored = std::max(b.restored, beat.value().restored);
+      b.pids.push_back(static_cast<pid_t>(beat.value().pid));
+    }
     ++b.ranks_seen;
     if (t >= since) ++b.ranks_fresh;
     const double age = std::chrono::duration<double>(now - t).count();
