@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "apps/workflow/mesh.hpp"
+#include "apps/workflow/progress.hpp"
 #include "cairn/cairn.h"
 
 extern char** environ;
@@ -259,11 +260,12 @@ class Runner {
   std::string bin_dir_;
 };
 
-// Progress: "cairn-workflow-progress/1 next=K SIGNATURE".
+// Progress: one record (progress.hpp), committed after every step.
 Result<void> write_progress(const std::string& uri, int next, const std::string& sig) {
   std::FILE* f = cairn_stream_open(uri.c_str(), "w", 0);
   if (f == nullptr) return make_error(Errc::io_error, std::string("cannot record progress: ") + cairn_errormsg());
-  std::fprintf(f, "cairn-workflow-progress/1 next=%d %s\n", next, sig.c_str());
+  const std::string record = format_progress(next, sig);
+  std::fwrite(record.data(), 1, record.size(), f);
   if (std::fclose(f) != 0)
     return make_error(Errc::io_error, std::string("cannot record progress: ") + cairn_stream_errormsg());
   return {};
@@ -274,18 +276,11 @@ Result<int> read_progress(const std::string& uri, const std::string& sig) {
   if (f == nullptr)
     return make_error(Errc::not_found, std::string("--resume: no progress to resume from: ") + cairn_errormsg() +
                                            " (run without --resume first)");
-  char line[400] = {};
-  const bool got = std::fgets(line, sizeof line, f) != nullptr;
+  // One byte more than a record may hold: a longer stream is refused, not cut.
+  std::string text(kMaxProgressBytes + 1, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), f));
   std::fclose(f);
-  int next = -1, used = 0;
-  if (!got || std::sscanf(line, "cairn-workflow-progress/1 next=%d %n", &next, &used) != 1 || next < 0)
-    return make_error(Errc::corrupted, uri + " is not the workflow's progress record");
-  std::string stored(line + used);
-  if (!stored.empty() && stored.back() == '\n') stored.pop_back();
-  if (stored != sig)
-    return make_error(Errc::layout_mismatch,
-                      "--resume: the stored run had " + stored + ", this one " + sig + "; use the same options");
-  return next;
+  return parse_progress(text, sig, uri);
 }
 
 std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h) {
