@@ -19,6 +19,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "apps/amr/snapshot.hpp"
 #include "util/io.hpp"
 
 namespace cairn::apps::amr {
@@ -253,43 +254,20 @@ double initial_volume(const Octant& o, int level_max) {
   return v;
 }
 
-// ---- in-core snapshots: "AMRSNAP1", step, leaf count, then per leaf
-// {level, x, y, z: u32; c: f64}, then a checksum of everything before it.
-constexpr char kSnapMagic[8] = {'A', 'M', 'R', 'S', 'N', 'A', 'P', '1'};
+// ---- in-core snapshots (snapshot.hpp)
 
 std::string snapshot_path(const Config& c) { return c.pool + ".snapshot"; }
 
-std::uint64_t fnv(const void* p, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
-}
-
 // Written atomically (util::write_file_atomically: the file strategy's protocol).
 Result<std::uint64_t> write_snapshot(const Config& c, std::uint64_t step, const Octree& tree) {
-  std::vector<unsigned char> buf(sizeof kSnapMagic + 16);
-  std::memcpy(buf.data(), kSnapMagic, sizeof kSnapMagic);
-  std::memcpy(buf.data() + 8, &step, 8);
-  std::uint64_t n = 0;
-  auto v = tree.visit_leaves([&](const Octant& o, const std::byte* d) {
-    const std::uint32_t rec[4] = {static_cast<std::uint32_t>(o.level), o.x, o.y, o.z};
-    const std::size_t at = buf.size();
-    buf.resize(at + sizeof rec + 8);
-    std::memcpy(buf.data() + at, rec, sizeof rec);
-    std::memcpy(buf.data() + at + sizeof rec, d, 8);
-    ++n;
-  });
-  if (!v.ok()) return v.error();
-  std::memcpy(buf.data() + 16, &n, 8);
-  const std::uint64_t sum = fnv(buf.data(), buf.size());
-  buf.resize(buf.size() + 8);
-  std::memcpy(buf.data() + buf.size() - 8, &sum, 8);
+  auto buf = encode_snapshot(step, tree);
+  if (!buf.ok()) return buf.error();
   util::AtomicFileOptions o;
   o.what = "the snapshot of step " + std::to_string(step);
   o.mode = 0600;
-  if (auto r = util::write_file_atomically(snapshot_path(c), std::as_bytes(std::span(buf)), o); !r.ok())
+  if (auto r = util::write_file_atomically(snapshot_path(c), std::as_bytes(std::span(buf.value())), o); !r.ok())
     return r.error();
-  return static_cast<std::uint64_t>(buf.size());
+  return static_cast<std::uint64_t>(buf.value().size());
 }
 
 // Reads the snapshot and rebuilds the in-core tree from its leaves.
@@ -297,54 +275,12 @@ Result<std::unique_ptr<Octree>> read_snapshot(const Config& c) {
   const std::string path = snapshot_path(c);
   std::ifstream f(path, std::ios::binary);
   if (!f) return make_error(Errc::not_found, path + ": no snapshot to resume from (the run never wrote one)");
-  std::vector<unsigned char> buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  constexpr std::size_t kRec = 24;
-  std::uint64_t step = 0, n = 0, sum = 0;
-  if (buf.size() < 32 || std::memcmp(buf.data(), kSnapMagic, sizeof kSnapMagic) != 0)
-    return make_error(Errc::foreign_file, path + " is not an amr snapshot");
-  std::memcpy(&step, buf.data() + 8, 8);
-  std::memcpy(&n, buf.data() + 16, 8);
-  if (n > (buf.size() - 32) / kRec || buf.size() != 32 + n * kRec)
-    return make_error(Errc::corrupted, path + " is truncated (" + std::to_string(buf.size()) + " bytes for " +
-                                           std::to_string(n) + " leaves)");
-  std::memcpy(&sum, buf.data() + buf.size() - 8, 8);
-  if (sum != fnv(buf.data(), buf.size() - 8)) return make_error(Errc::corrupted, path + " fails its checksum");
-  std::vector<Octant> leaves(n);
-  std::unordered_set<std::uint64_t> internal;
-  for (std::uint64_t i = 0; i < n; ++i) {
-    std::uint32_t rec[4];
-    std::memcpy(rec, buf.data() + 24 + i * kRec, sizeof rec);
-    if (rec[0] > static_cast<std::uint32_t>(octree::kMaxLevel))
-      return make_error(Errc::corrupted, path + ": a leaf of level " + std::to_string(rec[0]));
-    Octant o{static_cast<int>(rec[0]), rec[1], rec[2], rec[3]};
-    leaves[i] = o;
-    for (Octant a = o; a.level > 0;) {
-      a = octree::parent_of(a);
-      if (!internal.insert(octree::morton(a, 3)).second) break;
-    }
-  }
+  const std::vector<unsigned char> buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   auto t = fresh_tree(c);
   if (!t.ok()) return t.error();
-  Octree& tree = *t.value();
-  if (auto r = tree.refine(
-          true, [&](const Octant& q, const std::byte*) { return internal.count(octree::morton(q, 3)) != 0; }, nullptr);
-      !r.ok())
-    return r.error();
-  std::uint64_t i = 0;
-  bool mismatch = false;
-  if (auto r = tree.update_leaves([&](const Octant& q, std::byte* d) {
-        if (i >= n || !(q == leaves[i])) {
-          mismatch = true;
-          return false;
-        }
-        std::memcpy(d, buf.data() + 24 + i * kRec + 16, 8);
-        ++i;
-        return true;
-      });
-      !r.ok())
-    return r.error();
-  if (mismatch || i != n) return make_error(Errc::corrupted, path + ": its leaves do not tile the domain");
-  if (auto r = store_step(tree, step); !r.ok()) return r.error();
+  auto step = decode_snapshot(buf, path, c.level_max, *t.value());
+  if (!step.ok()) return step.error();
+  if (auto r = store_step(*t.value(), step.value()); !r.ok()) return r.error();
   return std::move(t.value());
 }
 

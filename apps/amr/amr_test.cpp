@@ -9,10 +9,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <sstream>
+
+#include "apps/amr/snapshot.hpp"
 
 namespace cairn::apps::amr {
 namespace {
@@ -208,6 +212,96 @@ TEST(Amr, BadOptionsAndAForeignResume) {
   auto truncated = run(snap);
   ASSERT_FALSE(truncated.ok());
   EXPECT_EQ(truncated.error().code, Errc::corrupted) << truncated.error().message;
+}
+
+// The in-core snapshot's bit-flip sweep: a small snapshot (a sphere's
+// interface at level 4), single-bit flips of its bytes and truncations, each
+// decoded in a child: a typed error or the identical leaves, payloads and
+// step, never a signal. A forged snapshot (checksum recomputed) whose leaves
+// are off their grid or finer than the run is refused too.
+TEST(AmrSnapshot, EveryBitFlipAndTruncationGivesATypedErrorOrTheSameTree) {
+  octree::Options o;
+  o.dims = 3;
+  o.data_size = sizeof(double);
+  o.pool_size = 16u << 20;
+  o.dram_budget = ~0ull;
+  auto tree = octree::Octree::create(pool("snap-src"), o).value();
+  ASSERT_TRUE(tree->uniform(1, nullptr).ok());
+  ASSERT_TRUE(tree->refine(
+                      true, [](const octree::Octant& q, const std::byte*) { return q.x == 0 && q.y == 0; },
+                      [](const octree::Octant& q, std::byte* d, const std::byte*) {
+                        const double c = 0.125 * q.level + 1e-6 * q.x;
+                        std::memcpy(d, &c, sizeof c);
+                      },
+                      4)
+                  .ok());
+  auto leaves = [](const octree::Octree& t) {
+    std::vector<std::pair<octree::Octant, double>> out;
+    (void)t.visit_leaves([&](const octree::Octant& q, const std::byte* d) {
+      double c;
+      std::memcpy(&c, d, sizeof c);
+      out.emplace_back(q, c);
+    });
+    return out;
+  };
+  const auto want = leaves(*tree);
+  const auto image = encode_snapshot(17, *tree).value();
+  ASSERT_GT(want.size(), 8u);
+  std::vector<std::pair<std::size_t, int>> cases;  // byte, bit (-1: truncation to byte)
+  std::uint64_t x = 0x9E3779B97F4A7C15ULL;
+  auto next = [&x] {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return x;
+  };
+  for (std::size_t i = 0; i < 32; ++i) cases.emplace_back(i, static_cast<int>(i % 8));  // the head, every byte
+  for (int i = 0; i < 150; ++i) cases.emplace_back(next() % image.size(), static_cast<int>(next() % 8));
+  for (std::size_t t : {std::size_t{0}, std::size_t{8}, std::size_t{31}, std::size_t{32}, image.size() / 2,
+                        image.size() - 8, image.size() - 1})
+    cases.emplace_back(t, -1);
+  int typed = 0, identical = 0;
+  for (const auto& [byte, bit] : cases) {
+    std::vector<unsigned char> d = image;
+    if (bit >= 0)
+      d[byte] ^= static_cast<unsigned char>(1u << bit);
+    else
+      d.resize(byte);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::alarm(30);
+      auto fresh = octree::Octree::create(pool("snap-" + std::to_string(::getpid())), o);
+      if (!fresh.ok()) ::_exit(14);
+      auto step = decode_snapshot(d, "s.snapshot", 4, *fresh.value());
+      if (!step.ok()) ::_exit(step.error().message.find("s.snapshot") != std::string::npos ? 12 : 13);
+      ::_exit(step.value() == 17 && leaves(*fresh.value()) == want ? 10 : 11);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    const std::string what = bit >= 0 ? "bit " + std::to_string(bit) + " of byte " + std::to_string(byte)
+                                      : "truncation to " + std::to_string(byte);
+    ASSERT_FALSE(WIFSIGNALED(status)) << what << ": signal " << WTERMSIG(status);
+    ASSERT_TRUE(WIFEXITED(status)) << what;
+    EXPECT_TRUE(WEXITSTATUS(status) == 10 || WEXITSTATUS(status) == 12) << what << ": exit " << WEXITSTATUS(status);
+    typed += WEXITSTATUS(status) == 12;
+    identical += WEXITSTATUS(status) == 10;
+  }
+  std::cout << "amr snapshot bit-flip sweep: " << cases.size() << " cases, " << identical << " identical, " << typed
+            << " typed errors\n";
+  // Forged: the checksum made to match a leaf off its level's grid, and a
+  // leaf finer than the run's --size.
+  auto forge = [&](std::size_t at, std::uint32_t value) {
+    std::vector<unsigned char> d = image;
+    std::memcpy(d.data() + at, &value, 4);
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (std::size_t i = 0; i + 8 < d.size(); ++i) h = (h ^ d[i]) * 0x100000001b3ull;
+    std::memcpy(d.data() + d.size() - 8, &h, 8);
+    std::filesystem::remove(pool("snap-forged"));
+    auto fresh = octree::Octree::create(pool("snap-forged"), o).value();
+    return decode_snapshot(d, "s.snapshot", 4, *fresh);
+  };
+  EXPECT_EQ(forge(24 + 4, 1).error().code, Errc::corrupted);         // x of leaf 0 off its grid
+  EXPECT_EQ(forge(24 + 4, 1u << 31).error().code, Errc::corrupted);  // outside the domain
+  EXPECT_EQ(forge(24, 5).error().code, Errc::layout_mismatch);       // level 5 > --size 4
 }
 
 }  // namespace
