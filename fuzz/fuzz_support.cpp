@@ -181,6 +181,16 @@ persist::Options state_options(const std::string& strategy) {
   return o;
 }
 
+octree::Options amr_options() {
+  octree::Options o;
+  o.dims = 3;
+  o.data_size = sizeof(double);
+  o.pool_size = 4ull << 20;
+  o.dram_budget = ~0ull;  // in-core, as amr's baseline
+  o.background_gc = false;
+  return o;
+}
+
 Result<State> open_state(persist::Context& ctx) {
   auto p = ctx.region("p", kPlainBytes);
   if (!p.ok()) return std::move(p).error();

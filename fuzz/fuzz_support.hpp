@@ -2,7 +2,7 @@
 // process under /dev/shm, the sparse pool image an input encodes, and the
 // layouts the seed generator and the targets agree on.
 //
-// A pool file is at least 1 MiB and mostly zeros, so the four pool-based
+// A pool file is at least 1 MiB and mostly zeros, so the five pool-based
 // targets do not take the file itself as input but a sparse image of it
 // (little-endian):
 //
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cairn/error.hpp"
+#include "cairn/octree.hpp"
 #include "cairn/persist.hpp"
 
 namespace cairn::fuzz {
@@ -75,5 +76,17 @@ inline constexpr std::uint64_t kOctreePoolBytes = 4ull << 20;
 // flags bits 1..3 of an octree input pick dims and data_size: bit 1 set is a
 // quadtree, bits 2..3 index kOctreeDataSizes.
 inline constexpr std::uint32_t kOctreeDataSizes[4] = {0, 8, 16, 24};
+
+// dist's slot files and flushed versions: the payload size the targets
+// expect (two 64 KiB blocks and a part, so block hashes span blocks).
+inline constexpr std::size_t kSlotPayloadBytes = 2 * (64 << 10) + 3000;
+// A flushed version's payload (the file is the input itself: kept small).
+inline constexpr std::size_t kFlushPayloadBytes = 3000;
+
+// The amr snapshot: the in-core tree it is decoded into and the run's finest level.
+inline constexpr int kAmrLevelMax = 6;
+cairn::octree::Options amr_options();
+// The workflow progress record: the signature of the run that resumes.
+inline constexpr const char* kWorkflowSignature = "coupling=pmem parts=2 cycles=2 level-max=6";
 
 }  // namespace cairn::fuzz

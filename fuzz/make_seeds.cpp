@@ -11,10 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "apps/amr/snapshot.hpp"
+#include "apps/workflow/progress.hpp"
 #include "cairn/extended/pool.hpp"
 #include "cairn/octree.hpp"
 #include "cairn/persist.hpp"
 #include "cairn/stream.hpp"
+#include "dist/files.hpp"
+#include "dist/heartbeat.hpp"
 #include "fuzz_support.hpp"
 
 namespace {
@@ -160,6 +164,75 @@ void file_checkpoint_seeds() {
   cairn::fuzz::clear_scratch();
 }
 
+// A byte (the target's selector) before a file as it is.
+std::vector<std::uint8_t> with_selector(std::uint8_t selector, const std::vector<std::uint8_t>& file) {
+  std::vector<std::uint8_t> out{selector};
+  out.insert(out.end(), file.begin(), file.end());
+  return out;
+}
+
+// A payload of `bytes`, non-zero only at the start of each 4 KiB page (the
+// sparse image of a slot file stays small).
+std::vector<std::byte> payload(unsigned seed, std::size_t bytes) {
+  std::vector<std::byte> p(bytes);
+  for (std::size_t i = 0; i < p.size(); ++i)
+    if (i % 4096 < 16) p[i] = static_cast<std::byte>((i * 131 + seed * 17) & 0xff);
+  return p;
+}
+
+void dist_seeds() {
+  using cairn::dist::detail::SlotFile;
+  for (const auto kind : {SlotFile::Kind::partner, SlotFile::Kind::parity}) {
+    const std::string path = scratch_dir() + "/copy.pool";
+    {
+      auto f = must(SlotFile::open(path, kind, 1, 0, 2, cairn::fuzz::kSlotPayloadBytes), "creating a slot file");
+      for (std::uint64_t v : {3, 4}) {
+        must(f->begin(v), "emptying a slot");
+        const auto p = payload(static_cast<unsigned>(v), cairn::fuzz::kSlotPayloadBytes);
+        std::memcpy(f->data(static_cast<int>(v % 2)), p.data(), p.size());
+        must(
+            f->publish(v, cairn::dist::detail::payload_checksum(cairn::dist::detail::block_hashes(p.data(), p.size()))),
+            "publishing a slot");
+      }
+    }
+    const bool parity = kind == SlotFile::Kind::parity;
+    emit_image("dist_slot_fuzz", parity ? "parity" : "partner", path,
+               static_cast<std::uint8_t>(cairn::fuzz::kFixPoolChecksums | (parity ? 2 : 0)));
+    cairn::fuzz::clear_scratch();
+  }
+  {
+    cairn::dist::detail::PfsFlusher flusher(scratch_dir(), "job", 0, 2);
+    must(flusher.start(5, payload(5, cairn::fuzz::kFlushPayloadBytes)), "flushing a version");
+    must(flusher.wait(), "flushing a version");
+    emit("dist_files_fuzz", "flushed-version", with_selector(0, cairn::fuzz::read_file(flusher.file(5))));
+    cairn::fuzz::clear_scratch();
+  }
+  const auto beat = cairn::dist::detail::heartbeat_record({12, 4242, 11, 250000000});
+  const auto* b = reinterpret_cast<const std::uint8_t*>(&beat);
+  emit("dist_files_fuzz", "heartbeat", with_selector(1, std::vector<std::uint8_t>(b, b + sizeof beat)));
+}
+
+void app_seeds() {
+  const std::string progress = cairn::apps::workflow::format_progress(3, cairn::fuzz::kWorkflowSignature);
+  emit("app_files_fuzz", "workflow-progress",
+       with_selector(0, std::vector<std::uint8_t>(progress.begin(), progress.end())));
+  auto tree = must(cairn::octree::Octree::create(scratch_dir() + "/amr.pool", cairn::fuzz::amr_options()),
+                   "creating an in-core tree");
+  must(tree->uniform(1, nullptr), "refining a tree");
+  must(tree->refine(
+           true, [](const cairn::octree::Octant& q, const std::byte*) { return q.x == 0 && q.y == 0; },
+           [](const cairn::octree::Octant& q, std::byte* d, const std::byte*) {
+             const double c = 0.125 * q.level;
+             std::memcpy(d, &c, sizeof c);
+           },
+           3),
+       "refining a tree");
+  const auto snapshot = must(cairn::apps::amr::encode_snapshot(7, *tree), "writing a snapshot");
+  emit("app_files_fuzz", "amr-snapshot", with_selector(1, snapshot));
+  tree.reset();
+  cairn::fuzz::clear_scratch();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -173,6 +246,8 @@ int main(int argc, char** argv) {
   octree_seeds();
   slot_store_seeds();
   file_checkpoint_seeds();
+  dist_seeds();
+  app_seeds();
   std::printf("cairn_fuzz_seeds: %d seeds in %s\n", written, out_dir.c_str());
   return 0;
 }

@@ -21,7 +21,7 @@ build=${2:?build directory}
 seconds=${3:?seconds per target}
 here=$(cd "$(dirname "$0")" && pwd)
 bin="$build/fuzz"
-targets=${FUZZ_TARGETS:-pool_fuzz stream_fuzz octree_fuzz slot_store_fuzz file_checkpoint_fuzz}
+targets=${FUZZ_TARGETS:-pool_fuzz stream_fuzz octree_fuzz slot_store_fuzz file_checkpoint_fuzz dist_slot_fuzz dist_files_fuzz app_files_fuzz}
 
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 for s in /usr/lib/llvm-16/bin/llvm-symbolizer /usr/bin/llvm-symbolizer; do
