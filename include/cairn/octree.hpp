@@ -165,6 +165,10 @@ struct PersistStats {
   std::uint64_t blocks_written = 0;  // blocks made durable (new or changed since the last persist)
   std::uint64_t bytes_written = 0;
   std::uint64_t merged_from_dram = 0;  // of which copied from C0
+  // Blocks the commit walked to find them: those written since the last
+  // persist and the paths to them, not the tree (C0 blocks that kept their
+  // pool twin are not entered).
+  std::uint64_t blocks_visited = 0;
   double seconds = 0;
 };
 

@@ -84,6 +84,7 @@ Octree::Impl::Ref Octree::Impl::alloc_block(const Octant* parent) {
   if (top || hot(region)) {
     r = reinterpret_cast<Ref>(slab_->alloc()) | 1;
     twin(r) = 0;
+    dram_changed_.push_back(r);  // the next commit gives it a twin
     if (!top) {
       Region& g = regions_[region];
       ++g.dram_blocks;
@@ -108,6 +109,7 @@ Octree::Impl::Ref Octree::Impl::alloc_block(const Octant* parent) {
 // Frees a block only the working version can reach (shared ones wait for GC).
 void Octree::Impl::free_private(Ref r) {
   if (in_dram(r)) {
+    if (twin(r) != 0) replaced();  // the committed version's copy of it
     const BlockHeader* h = hdr(r);
     if (h->code != kNoParent) {
       auto it = regions_.find(region_of(unpack(h->code)));
@@ -116,10 +118,13 @@ void Octree::Impl::free_private(Ref r) {
     slab_->release(blk(r));
   } else if (hdr(r)->epoch == work_gen_) {
     free_.push_back(r);
+  } else {
+    replaced();
   }
 }
 
 Octree::Impl::Ref Octree::Impl::copy_block(Ref r, const Octant* parent) {
+  if (!in_dram(r)) replaced();
   const Ref c = alloc_block(parent);
   std::memcpy(blk(c) + sizeof(BlockHeader), blk(r) + sizeof(BlockHeader), block_bytes_ - sizeof(BlockHeader));
   return c;
@@ -149,8 +154,8 @@ Octree::Impl::Ref Octree::Impl::merge(Ref r) {
   }
   const Ref n = nvm_alloc();
   std::memcpy(blk(n), blk(r), block_bytes_);
-  stamp(n);  // a DRAM block kept over persists carries an older generation
-  free_private(r);
+  stamp(n);         // a DRAM block kept over persists carries an older generation
+  free_private(r);  // its twin, if any, is replaced
   ++merged_count_;
   return n;
 }

@@ -128,7 +128,16 @@ void Octree::Impl::collect_if_low() {
   if (bg_running_ || free_.size() >= blocks_per_chunk_) return;
   const auto& a = pool_->arena();
   const double free_frac = 1.0 - static_cast<double>(a.blocks_in_use()) / static_cast<double>(a.block_count());
-  if (free_frac < threshold_nvbm_ || chunks_.size() >= collect_at_chunks_) collect();
+  if (free_frac < threshold_nvbm_) {
+    collect();
+  } else if (chunks_.size() >= collect_at_chunks_) {
+    // Doubled since the last collection; if no block was replaced since,
+    // every block is live and a collection would find what this finds.
+    if (garbage_possible())
+      collect();
+    else
+      collect_at_chunks_ = 2 * (chunks_.size() - free_.size() / blocks_per_chunk_) + kGrowthChunks;
+  }
 }
 
 bool Octree::Impl::locate_block(const ChunkIndex& chunk_index, Ref r, std::uint32_t& chunk,
@@ -205,6 +214,10 @@ void Octree::Impl::collect() {
       if (!(m.bits[c][i / 64] & (std::uint64_t{1} << (i % 64)))) free_.push_back(chunks_[c] + i * block_bytes_);
   }
   std::reverse(free_.begin(), free_.end());  // lowest addresses first
+  // What the working generation replaced the committed version still
+  // reaches, and the kept previous version what the last one replaced.
+  replaced_older_ = 0;
+  if ((header_->flags & kKeepsPrevious) == 0) replaced_last_ = 0;
   collected();
 }
 

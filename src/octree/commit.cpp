@@ -16,6 +16,66 @@ namespace cairn::octree {
 
 using namespace detail;
 
+namespace {
+
+// Bit i of v to bit 3i (v below 2^21).
+std::uint64_t spread3(std::uint64_t v) {
+  v &= 0x1FFFFF;
+  v = (v | v << 32) & 0x1F00000000FFFFull;
+  v = (v | v << 16) & 0x1F0000FF0000FFull;
+  v = (v | v << 8) & 0x100F00F00F00F00Full;
+  v = (v | v << 4) & 0x10C30C30C30C30C3ull;
+  v = (v | v << 2) & 0x1249249249249249ull;
+  return v;
+}
+
+// An octant's key in Morton order, its level in the low bits: the octants
+// of o's subtree (o included) are exactly the keys in subtree_keys(o) (an
+// octant anchored strictly inside o's cube is finer than o, and one
+// anchored at o's corner sorts by level). Slot s of a block is child s in
+// Morton order (x the low bit, then y, z), so its children's ranges follow
+// each other. 2D octants have z = 0: their ranges are those of 3D octants.
+std::uint64_t morton_key(const Octant& o) {
+  const std::uint64_t m = spread3(o.x) | spread3(o.y) << 1 | spread3(o.z) << 2;
+  return m << 5 | static_cast<std::uint64_t>(o.level);
+}
+std::pair<std::uint64_t, std::uint64_t> subtree_keys(const Octant& o) {
+  const std::uint64_t first = morton_key(o);
+  const std::uint64_t span = std::uint64_t{1} << (3 * (kMaxLevel - o.level));
+  return {first, ((first >> 5) + span) << 5};
+}
+
+}  // namespace
+
+// The keys of the octants whose children the DRAM blocks changed since the
+// last persist hold, sorted: the commit below enters a DRAM block that kept
+// its twin only where one of them lies below. When most DRAM blocks
+// changed (a full rewrite) sorting would cost more than it saves: the commit
+// then enters every writable block.
+void Octree::Impl::sort_changed_keys() {
+  changed_keys_.clear();
+  commit_prunes_ = dram_changed_.size() <= slab_->in_use() / 4;
+  if (!commit_prunes_) return;
+  for (const Ref r : dram_changed_)
+    if (const std::uint64_t code = hdr(r)->code; code != kNoParent) changed_keys_.push_back(morton_key(unpack(code)));
+  std::sort(changed_keys_.begin(), changed_keys_.end());
+  changed_keys_.erase(std::unique(changed_keys_.begin(), changed_keys_.end()), changed_keys_.end());
+}
+
+// The committed version's blocks for the child block c (keys: the changed
+// keys in the subtree of the octant whose children it holds). A DRAM block that kept its twin and has
+// no changed block below is the twin in the committed version: neither it
+// nor its children's committed refs changed (every store drops the twin and
+// lists the block, and a child's new twin or a new child is a store). Pool
+// blocks of the working generation are entered: the working version wrote
+// them (the paths to DRAM copied by the last commit among them), so there
+// are as many as were written.
+std::pair<Octree::Impl::Ref, Octree::Impl::Ref> Octree::Impl::commit_child(Ref c, KeyRange keys) {
+  if (c == 0 || !writable(c)) return {c, c};
+  if (in_dram(c) && commit_prunes_ && twin(c) != 0 && keys.first == keys.second) return {twin(c), c};
+  return commit(c, keys);
+}
+
 // The committed version's blocks for the writable block r. Returns {ref in
 // the committed version, ref in the next working version}. DRAM blocks stay
 // in DRAM for the working version and get a pool twin (reused while neither
@@ -24,14 +84,20 @@ using namespace detail;
 // refs; when a child's working ref differs (a DRAM subtree below), the next
 // working version gets its own copy, of the next generation, that keeps the
 // DRAM refs.
-std::pair<Octree::Impl::Ref, Octree::Impl::Ref> Octree::Impl::commit(Ref r) {
+std::pair<Octree::Impl::Ref, Octree::Impl::Ref> Octree::Impl::commit(Ref r, KeyRange keys) {
+  ++commit_visits_;
   Ref cref[8], wref[8];
   bool differs = false;
   const Octant parent = unpack(hdr(r)->code);  // r is below the root block
+  const std::uint64_t* at = keys.first;
   for (int s = 0; s < fan_; ++s) {
-    const Ref c = read_child(r, s, child_octant(parent, s), work_gen_, Reader::quiet);
-    cref[s] = wref[s] = c;
-    if (c != 0 && writable(c)) std::tie(cref[s], wref[s]) = commit(c);
+    const Octant o = child_octant(parent, s);
+    const Ref c = read_child(r, s, o, work_gen_, Reader::quiet);
+    // The changed keys in o's subtree (the children's ranges follow each other).
+    const auto [lo, hi] = subtree_keys(o);
+    const std::uint64_t* first = std::lower_bound(at, keys.second, lo);
+    at = std::lower_bound(first, keys.second, hi);
+    std::tie(cref[s], wref[s]) = commit_child(c, {first, at});
     differs = differs || cref[s] != wref[s];
   }
   if (in_dram(r)) {
@@ -39,6 +105,7 @@ std::pair<Octree::Impl::Ref, Octree::Impl::Ref> Octree::Impl::commit(Ref r) {
     for (int s = 0; s < fan_ && n != 0; ++s)
       if (child(n, s) != cref[s]) n = 0;
     if (n == 0) {
+      if (twin(r) != 0) replaced();  // the old twin leaves the committed version
       n = nvm_alloc();
       std::memcpy(blk(n), blk(r), block_bytes_);
       stamp(n);
@@ -68,10 +135,13 @@ Octree::Impl::Ref Octree::Impl::next_generation_copy(Ref r) {
 }
 
 Octree::Impl::Ref Octree::Impl::commit_root(Ref r) {  // the root block holds one slot and is never in DRAM
+  ++commit_visits_;
   const Ref c = read_child(r, 0, Octant{}, work_gen_, Reader::quiet);
   work_next_root_ = r;
   if (c == 0 || !writable(c)) return r;
-  const auto [cc, wc] = commit(c);
+  sort_changed_keys();
+  const std::uint64_t* keys = changed_keys_.data();
+  const auto [cc, wc] = commit_child(c, {keys, keys + changed_keys_.size()});
   if (cc != c) child(r, 0) = cc, ++nvm_store_lines_;
   if (cc == wc) return r;
   work_next_root_ = next_generation_copy(r);
@@ -89,6 +159,7 @@ Result<PersistStats> Octree::Impl::persist() {
     collect_if_low();
     PersistStats ps;
     merged_count_ = 0;
+    commit_visits_ = 0;
     next_dirty_.clear();
     Ref committed_root;
     {
@@ -96,6 +167,7 @@ Result<PersistStats> Octree::Impl::persist() {
       committed_root = commit_root(work_root_);
     }
     ps.merged_from_dram = merged_count_;
+    ps.blocks_visited = commit_visits_;
     // Everything new becomes durable (the dirty list may hold a block twice,
     // or a block freed again: flushing it once more is harmless).
     std::sort(dirty_.begin(), dirty_.end());
@@ -140,8 +212,17 @@ Result<PersistStats> Octree::Impl::persist() {
     committed_gen_ = gen;
     committed_chunks_ = chunks_.size();
     ++work_gen_;
+    // What this generation replaced is garbage once the versions after it
+    // stop reaching it; the next version's copies of paths to DRAM replace
+    // their originals in the next generation.
+    replaced_older_ += replaced_last_;
+    replaced_last_ = replaced_now_;
+    replaced_now_ = next_dirty_.size();
     dirty_.swap(next_dirty_);  // the next version's copies of paths to DRAM
     next_dirty_.clear();
+    // Every DRAM block the committed version reaches has its twin now (the
+    // list is kept until here: a failed persist leaves it for the next).
+    dram_changed_.clear();
     for (auto& [code, g] : regions_) g.cold_now = false;
     // The subtree level of C0 regions follows the tree (seed Eq. 1).
     transform_layout();

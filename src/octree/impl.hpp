@@ -173,6 +173,18 @@ class Octree::Impl {
   std::vector<std::uint64_t> free_;
   std::vector<std::uint64_t> dirty_;       // pool blocks written in this generation
   std::vector<std::uint64_t> next_dirty_;  // pool blocks of the next generation, made by commit
+  // DRAM blocks without a twin: made (alloc_block) or changed (touch) since
+  // the last persist, each listed once as it loses its twin (a block freed
+  // since stays listed: it only widens the commit's walk). C0 blocks stay in
+  // DRAM over commits, so without this list the commit would have to walk
+  // every DRAM block to find the changed ones: the whole tree when C0 holds it.
+  std::vector<Ref> dram_changed_;
+  // commit: the Morton keys (morton_key) of the octants whose children the
+  // listed blocks hold, sorted; the commit enters a DRAM block that kept its
+  // twin only if a key lies in its subtree.
+  std::vector<std::uint64_t> changed_keys_;
+  bool commit_prunes_ = false;       // commit: enter only DRAM blocks with a changed key below
+  std::uint64_t commit_visits_ = 0;  // blocks the commit walk entered (PersistStats::blocks_visited)
   detail::DramSlab* slab_ = nullptr;
   std::unique_ptr<detail::DramSlab> slab_owner_;
 
@@ -200,6 +212,21 @@ class Octree::Impl {
   // what the last collection found live, plus kGrowthChunks).
   static constexpr std::uint64_t kGrowthChunks = 4;
   std::uint64_t collect_at_chunks_ = kGrowthChunks;
+  // Pool blocks the working version stopped reaching (copied on write,
+  // dropped, replaced by a new twin or a merge, or by the next version's
+  // copy of a path to DRAM), by the generation that replaced them: such a
+  // block is garbage once no version reaches it, i.e. after its generation's
+  // commit, or the one after with keep_previous. Without any, a collection
+  // would find every block live, and the growth rule of collect_if_low skips
+  // it: a tree built in C0 and persisted once (every block a new twin) does
+  // not pay a walk of the whole tree at its next persist.
+  std::uint64_t replaced_now_ = 0;   // in the working generation
+  std::uint64_t replaced_last_ = 0;  // in the generation committed last
+  std::uint64_t replaced_older_ = 0;
+  void replaced() { ++replaced_now_; }
+  bool garbage_possible() const {
+    return replaced_older_ != 0 || ((header_->flags & detail::kKeepsPrevious) == 0 && replaced_last_ != 0);
+  }
   std::uint64_t gc_runs_ = 0, merges_ = 0, merged_count_ = 0;
   // NVM writes: cache lines the working version stored into pool blocks
   // (new and copied blocks, merges, payload and pointer updates).
@@ -274,6 +301,9 @@ class Octree::Impl {
   // twin (it differs from it now); a pool block counts as an NVM write.
   void touch(Ref r) {
     if (detail::in_dram(r)) {
+      // Listed when it loses its twin (the broken stale_twin variant keeps
+      // the twin, so its blocks are listed at every store).
+      if (twin(r) != 0 || internal_.stale_twin) dram_changed_.push_back(r);
       if (!internal_.stale_twin) twin(r) = 0;
     } else {
       ++nvm_store_lines_;
@@ -410,7 +440,10 @@ class Octree::Impl {
   void start_background_gc();
 
   // ---- commit.cpp
-  std::pair<Ref, Ref> commit(Ref r);
+  using KeyRange = std::pair<const std::uint64_t*, const std::uint64_t*>;
+  std::pair<Ref, Ref> commit(Ref r, KeyRange keys);
+  std::pair<Ref, Ref> commit_child(Ref c, KeyRange keys);
+  void sort_changed_keys();
   Ref next_generation_copy(Ref r);
   Ref commit_root(Ref r);
 

@@ -234,7 +234,10 @@ struct Octree::Impl::Ops {
   // block is `r` (the children of `o`); a shared block, and everything below
   // it, belongs to the committed version too and waits for the collector.
   void drop(Ref r, const Octant& o) {
-    if (!t.writable(r)) return;
+    if (!t.writable(r)) {
+      t.replaced();  // the collector frees it once no version reaches it
+      return;
+    }
     for (int k = 0; k < t.fan_; ++k) {
       const Octant q = child_octant(o, k);
       if (const Ref c = t.read_child(r, k, q, t.work_gen_); c != 0) drop(c, q);

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -294,6 +295,76 @@ TEST(Octree, ChangingOneLeafCopiesOnlyItsPathAndSharesTheRest) {
   EXPECT_EQ(t.persist().value().blocks_written, 0u);
 }
 
+// Persisting costs what changed, not the tree (seed 000's claim), wherever
+// the blocks live: C0 blocks keep their pool twins over commits, and the
+// commit must not walk every one of them to find the few that changed. The
+// same leaves change in two trees 8x apart; the blocks the commit visits
+// may differ by the one level the larger tree adds to each changed path,
+// never by the tree's size. Counts, not times.
+TEST(Octree, PersistWorkFollowsWhatChangedNotTheTreeSize) {
+  // The leaves that change: the same anchors at both sizes.
+  const std::uint32_t h = kRootLength / 2, q = kRootLength / 4;
+  const std::set<std::array<std::uint32_t, 3>> anchors{{0, 0, 0}, {h, 0, q}, {q, h, h}};
+  constexpr std::uint64_t kChanged = 3;
+  struct Run {
+    std::uint64_t blocks = 0, visited = 0, written = 0, idle_visited = 0;
+  };
+  const auto run = [&](int level, std::uint64_t budget, std::uint8_t round) {
+    Run out;
+    Options o = opts(3);
+    o.dram_budget = budget;
+    const std::string path = pool_path("work" + std::to_string(level) + "-" + std::to_string(budget));
+    auto tr = Octree::create(path, o);
+    EXPECT_TRUE(tr.ok());
+    if (!tr.ok()) return out;
+    Octree& t = *tr.value();
+    EXPECT_TRUE(t.uniform(level, init_code).ok());
+    auto first = t.persist();
+    EXPECT_TRUE(first.ok());
+    out.blocks = t.stats().value().blocks;
+    EXPECT_GE(first.value().blocks_visited, out.blocks);  // the first persist sees every block
+    // Twice: the second change finds every block with its twin.
+    for (std::uint8_t k = 0; k < 2; ++k) {
+      std::uint64_t changed = 0;
+      EXPECT_TRUE(t.update_leaves([&](const Octant& oc, std::byte* d) {
+                     if (!anchors.count({oc.x, oc.y, oc.z})) return false;
+                     d[3] = std::byte{static_cast<std::uint8_t>(round + k)};
+                     ++changed;
+                     return true;
+                   }).ok());
+      EXPECT_EQ(changed, kChanged);
+      auto ps = t.persist();
+      EXPECT_TRUE(ps.ok());
+      out.visited = ps.value().blocks_visited;
+      out.written = ps.value().blocks_written;
+    }
+    // Nothing changed: the root block only.
+    out.idle_visited = t.persist().value().blocks_visited;
+    // What was committed is the working tree.
+    const std::uint64_t sum = t.checksum().value();
+    EXPECT_TRUE(t.verify().ok());
+    tr.value().reset();
+    auto back = Octree::restore(path, o);
+    EXPECT_TRUE(back.ok());
+    if (back.ok()) {
+      EXPECT_EQ(back.value()->checksum().value(), sum);
+    }
+    return out;
+  };
+  // All in C0 (the budget holds both trees), and all in the pool (C1).
+  for (const std::uint64_t budget : {std::uint64_t{16} << 20, std::uint64_t{0}}) {
+    SCOPED_TRACE("dram_budget " + std::to_string(budget));
+    const Run small = run(4, budget, 1), large = run(5, budget, 1);
+    ASSERT_GT(large.blocks, 7 * small.blocks);
+    // Each changed leaf's path from the root: one block per level.
+    EXPECT_LE(small.visited, 1 + kChanged * 5);
+    EXPECT_LE(large.visited, small.visited + kChanged);
+    EXPECT_LE(large.written, small.written + kChanged);
+    EXPECT_EQ(small.idle_visited, 1u);
+    EXPECT_EQ(large.idle_visited, 1u);
+  }
+}
+
 // ---- an application's own tree, for follow(): a node per octant.
 struct AppNode {
   std::uint64_t value = 0;
@@ -495,16 +566,37 @@ TEST(Octree, GarbageCollectionFreesWhatNoVersionReachesAndKeepsTheRest) {
 // has doubled since the last collection, long before the pool runs low: its
 // chunks stay a small multiple of one version (12 versions of ~10 MiB in a
 // 512 MiB pool would otherwise take 120 MiB of fresh chunks).
+void collects_when_doubled(std::uint64_t budget);
+
+// In C0 too, where each version writes new twins and the old ones become
+// garbage. A tree built in C0 and persisted once holds no garbage yet: the
+// persist after it skips the collection its growth would call for.
 TEST(Octree, CollectsWhenItHasDoubledNotOnlyWhenThePoolRunsLow) {
+  for (const std::uint64_t budget : {std::uint64_t{0}, std::uint64_t{64} << 20}) {
+    SCOPED_TRACE("dram_budget " + std::to_string(budget));
+    collects_when_doubled(budget);
+  }
+}
+
+void collects_when_doubled(std::uint64_t budget) {
   Options o = opts(3, 248);
   o.pool_size = 512ull << 20;
-  o.dram_budget = 0;
+  o.dram_budget = budget;
   const std::string path = pool_path("growth");
   auto tr = Octree::create(path, o);
   ASSERT_TRUE(tr.ok());
   Octree& t = *tr.value();
   ASSERT_TRUE(t.uniform(5, init_code).ok());
   ASSERT_TRUE(t.persist().ok());
+  if (budget != 0) {
+    ASSERT_TRUE(t.update_leaves([](const Octant& oc, std::byte* d) {
+                   if (oc.x != 0 || oc.y != 0 || oc.z != 0) return false;
+                   d[100] = std::byte{0xAB};
+                   return true;
+                 }).ok());
+    ASSERT_TRUE(t.persist().ok());
+    EXPECT_EQ(t.stats().value().gc_runs, 0u);
+  }
   for (std::uint8_t round = 1; round <= 12; ++round) {
     ASSERT_TRUE(t.update_leaves([&](const Octant&, std::byte* d) {
                    d[100] = std::byte{round};

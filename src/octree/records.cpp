@@ -249,6 +249,7 @@ Result<std::unique_ptr<Octree::Impl>> Octree::Impl::attach(pool::Pool& pool, con
     t.previous_gen_ = previous->generation;
   }
   t.depth_ = static_cast<int>(std::min<std::uint64_t>(rec.depth, kMaxLevel));
+  t.replaced_older_ = 1;  // the chunks may hold what a lost working version wrote
   auto ok = guard([&]() -> Result<void> {
     (void)t.read_root(rec.root, static_cast<std::uint32_t>(t.committed_gen_), Reader::quiet);
     if (t.previous_root_ != 0)
