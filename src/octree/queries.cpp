@@ -1,9 +1,9 @@
 // queries.cpp — the PM-octree's reading walks (visit, checksum, find,
 // neighbours, faces), partition, VTK output and stats(). None of them
 // changes the tree; each checks every block it enters.
+#include <bit>
 #include <fstream>
 #include <tuple>
-#include <unordered_set>
 
 #include "octree/impl.hpp"
 #include "util/hash.hpp"
@@ -239,31 +239,55 @@ Result<Stats> Octree::Impl::stats() {
       const int n = t.hdr(r)->code == kNoParent ? 1 : t.fan_;
       for (int s = 0; s < n; ++s) each(t.read_child(r, s, t.slot_octant(r, s), max_epoch, Reader::quiet));
     };
-    std::unordered_set<Ref> committed;
+    // Which pool blocks each version reaches: a bit per block of the chunks
+    // (every pool block a walk accepts lies in one), three flat bitmaps
+    // instead of a hash set node per block (at 1e7 blocks their frees left
+    // the allocator seconds of consolidation, charged to whatever allocated
+    // next).
+    const std::uint64_t words = t.chunks_.size() * ((t.blocks_per_chunk_ + 63) / 64);
+    std::vector<std::uint64_t> committed(words), work(words), previous(words);
+    const auto bit = [&](Ref r) {
+      std::uint32_t chunk = 0;
+      std::uint64_t i = 0;
+      if (!t.locate(r, chunk, i)) t.bad_block(r, "is not a block of a chunk");
+      return std::pair<std::uint64_t, std::uint64_t>{chunk * ((t.blocks_per_chunk_ + 63) / 64) + i / 64,
+                                                     std::uint64_t{1} << (i % 64)};
+    };
+    const auto test = [&](const std::vector<std::uint64_t>& m, Ref r) {
+      const auto [w, b] = bit(r);
+      return (m[w] & b) != 0;
+    };
+    // Sets r's bit; false if it was set.
+    const auto insert = [&](std::vector<std::uint64_t>& m, Ref r) {
+      const auto [w, b] = bit(r);
+      if ((m[w] & b) != 0) return false;
+      m[w] |= b;
+      return true;
+    };
     if (t.committed_root_ != 0) {
       std::vector<Ref> stack{t.read_root(t.committed_root_, gen, Reader::quiet)};
       while (!stack.empty()) {
         const Ref r = stack.back();
         stack.pop_back();
-        if (!committed.insert(r).second) continue;
+        if (!insert(committed, r)) continue;
         children(r, gen, [&](Ref c) {
           if (c != 0) stack.push_back(c);
         });
       }
     }
-    std::unordered_set<Ref> work;
+    // The working version is a tree: each of its blocks is reached once.
     std::vector<std::pair<Ref, int>> stack{{t.read_root(t.work_root_, t.work_gen_, Reader::quiet), 0}};
     while (!stack.empty()) {
       const auto [r, level] = stack.back();
       stack.pop_back();
-      work.insert(r);
       ++st.blocks;
       if (in_dram(r)) {
         st.dram_bytes += t.block_bytes_;
         // A C0 block equal to its twin holds committed contents: a cached copy.
-        if (t.twin(r) != 0 && committed.count(t.twin(r))) st.shared_bytes += t.block_bytes_;
-      } else if (committed.count(r)) {
-        st.shared_bytes += t.block_bytes_;
+        if (t.twin(r) != 0 && test(committed, t.twin(r))) st.shared_bytes += t.block_bytes_;
+      } else {
+        insert(work, r);
+        if (test(committed, r)) st.shared_bytes += t.block_bytes_;
       }
       const bool root = r == t.work_root_;
       children(r, t.work_gen_, [&](Ref c) {
@@ -276,18 +300,16 @@ Result<Stats> Octree::Impl::stats() {
         }
       });
     }
+    // Pool blocks either version reaches.
     std::uint64_t nvm_blocks = 0;
-    for (const Ref r : work)
-      if (!in_dram(r)) ++nvm_blocks;
-    for (const Ref r : committed)
-      if (!work.count(r)) ++nvm_blocks;
+    for (std::uint64_t w = 0; w < words; ++w)
+      nvm_blocks += static_cast<std::uint64_t>(std::popcount(committed[w] | work[w]));
     if (t.previous_root_ != 0) {
-      std::unordered_set<Ref> seen;
       std::vector<Ref> todo{t.read_root(t.previous_root_, gen, Reader::quiet)};
       while (!todo.empty()) {
         const Ref r = todo.back();
         todo.pop_back();
-        if (committed.count(r) || work.count(r) || !seen.insert(r).second) continue;
+        if (test(committed, r) || test(work, r) || !insert(previous, r)) continue;
         ++st.previous_blocks;
         children(r, gen, [&](Ref c) {
           if (c != 0) todo.push_back(c);
