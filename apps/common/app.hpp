@@ -92,6 +92,7 @@ struct RunOptions {
   std::string device;                       // --device-profile, passed as persist::Options::device
   bool sync_flush = false;                  // --sync-flush: in-place flushes at commit, no helper thread
   bool no_flush = false;                    // --no-flush: in-place skips write-back (measurement only)
+  bool no_checksums = false;                // --no-checksums: no payload checksums (measurement only)
   std::string size;                         // --size: app-specific ("1024", or an NPB class "S", "W", "A", "B")
   std::optional<std::uint64_t> iterations;  // --iterations: override the app's default
   std::optional<std::uint64_t> crash_at;    // --crash-at N: SIGKILL at the start of iteration N

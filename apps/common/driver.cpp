@@ -156,6 +156,7 @@ Result<void> Driver::attach() {
   po.threads = opt_.threads;
   po.async_flush = !opt_.sync_flush;
   po.flush = !opt_.no_flush;
+  po.checksums = !opt_.no_checksums;
   auto ctx = persist::Context::create(po);
   if (!ctx.ok()) return ctx.error();
   ctx_ = std::move(ctx.value());

@@ -19,6 +19,8 @@ void add_common_options(CLI::App& cli, RunOptions& o) {
                "in-place: flush at commit on the compute threads instead of on a helper thread");
   cli.add_flag("--no-flush", o.no_flush,
                "in-place: skip writing back the new version (measurement only: not durable against power loss)");
+  cli.add_flag("--no-checksums", o.no_checksums,
+               "pool strategies: no payload checksums (measurement only: damage on the media goes unseen)");
   cli.add_option("--size", o.size, "Problem size (app-specific; NPB apps: class S, W, A or B)");
   cli.add_option("--iterations", o.iterations, "Number of iterations (default: the app's)");
   cli.add_option("--crash-at", o.crash_at,

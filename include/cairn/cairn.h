@@ -328,6 +328,7 @@ enum {
   CAIRN_CKPT_ASYNC_FLUSH = 1 << 0, /* in-place: flush on a helper thread (seed 004's flush_async) */
   CAIRN_CKPT_INCREMENTAL = 1 << 1, /* copy-based strategies: copy only pages written since the last commit */
   CAIRN_CKPT_HDF5 = 1 << 2,        /* file: also write <name>.<version>.h5, a dataset per region */
+  CAIRN_CKPT_NO_CHECKSUMS = 1 << 3, /* pool strategies: no payload checksums (measurement only) */
   CAIRN_CKPT_DEFAULTS = CAIRN_CKPT_ASYNC_FLUSH
 };
 
@@ -341,7 +342,7 @@ int cairn_ckpt_create(const char* strategy, const char* name, const char* dir, u
                       cairn_ckpt** out);
 
 /* As create, with the options read from a "key = value" file (keys: strategy,
- * name, dir, device, threads, async_flush, incremental, hdf5; '#' comments).
+ * name, dir, device, threads, async_flush, incremental, hdf5, checksums; '#' comments).
  * Unknown keys are CAIRN_E_INVALID_ARGUMENT; a missing file CAIRN_E_NOT_FOUND. */
 int cairn_ckpt_create_from_config(const char* config_path, cairn_ckpt** out);
 

@@ -38,7 +38,8 @@ struct cairn_ckpt {
 
 namespace {
 
-constexpr unsigned kKnownFlags = CAIRN_CKPT_ASYNC_FLUSH | CAIRN_CKPT_INCREMENTAL | CAIRN_CKPT_HDF5;
+constexpr unsigned kKnownFlags =
+    CAIRN_CKPT_ASYNC_FLUSH | CAIRN_CKPT_INCREMENTAL | CAIRN_CKPT_HDF5 | CAIRN_CKPT_NO_CHECKSUMS;
 
 #define CAIRN_REQUIRE_CKPT(fn, h) \
   if ((h) == nullptr || !(h)->ctx) return null_arg(fn, "checkpoint context (cairn_ckpt*) is NULL")
@@ -77,7 +78,8 @@ int cairn_ckpt_create(const char* strategy, const char* name, const char* dir, u
     return guard(fn, [&] {
       return fail(fn, CAIRN_E_INVALID_ARGUMENT,
                   "flags " + std::to_string(flags) +
-                      " has unknown bits: combine CAIRN_CKPT_ASYNC_FLUSH, CAIRN_CKPT_INCREMENTAL and CAIRN_CKPT_HDF5");
+                      " has unknown bits: combine CAIRN_CKPT_ASYNC_FLUSH, CAIRN_CKPT_INCREMENTAL, CAIRN_CKPT_HDF5 and "
+                      "CAIRN_CKPT_NO_CHECKSUMS");
     });
   return guard(fn, [&] {
     cps::Options o;
@@ -88,6 +90,7 @@ int cairn_ckpt_create(const char* strategy, const char* name, const char* dir, u
     o.async_flush = (flags & CAIRN_CKPT_ASYNC_FLUSH) != 0;
     o.incremental = (flags & CAIRN_CKPT_INCREMENTAL) != 0;
     o.hdf5 = (flags & CAIRN_CKPT_HDF5) != 0;
+    o.checksums = (flags & CAIRN_CKPT_NO_CHECKSUMS) == 0;
     return adopt(fn, cps::Context::create(std::move(o)), out);
   });
 }

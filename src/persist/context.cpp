@@ -97,10 +97,12 @@ Result<Options> load_options(const std::string& config_path) {
       r = as_bool(o.incremental);
     else if (key == "hdf5")
       r = as_bool(o.hdf5);
+    else if (key == "checksums")
+      r = as_bool(o.checksums);
     else
       return make_error(Errc::invalid_argument, config_path + ":" + std::to_string(lineno) + ": unknown key '" + key +
                                                     "' (known: strategy, name, dir, device, threads, async_flush, "
-                                                    "flush, incremental, hdf5)");
+                                                    "flush, incremental, hdf5, checksums)");
     if (!r.ok()) return r.error();
   }
   return o;

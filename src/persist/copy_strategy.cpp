@@ -196,6 +196,9 @@ Result<void> CopyStrategy::restore(Layout& layout) {
     pool.device().read_charge(e.bytes, true);
     std::memcpy(e.latest(), store_->slot(i, k), e.bytes);
     bytes_copied += e.bytes;
+    // What was copied back is what the application resumes from: check it
+    // (before the pointers in it are relocated).
+    if (auto r = store_->verify_region(i, k, static_cast<const std::byte*>(e.latest()), threads_); !r.ok()) return r;
   }
   if (incremental_) {
     // The working set equals slot k now; nothing is known about the other.
@@ -259,6 +262,9 @@ void CopyStrategy::copy_entry(const Layout& layout, std::size_t i, int k) {
     copied = e.bytes;
   }
   if (!runs.empty()) copy_out(pool, dst, src, runs);
+  // The chunks this copy rewrote get their checksums; the others still hold
+  // the bytes, and the checksums, of the version that wrote them last.
+  for (const auto& run : runs) store_->seal(i, k, src, run.offset, run.bytes, threads_);
   bytes_copied += copied;
   incremental_bytes_saved += e.bytes - copied;
 }
@@ -276,6 +282,7 @@ Result<void> CopyStrategy::commit(Layout& layout, std::uint64_t version) {
     for (auto& b : t)
       if (b) b->gather();
   for (std::size_t i = 0; i < layout.entries.size(); ++i) copy_entry(layout, i, k);
+  store_->flush_seals(k);
   Result<void> done = store_->write_pointers_nodrain(k, ptrs);
   if (done.ok()) done = store_->publish(version, k);
   if (!done.ok()) {

@@ -4,17 +4,21 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
 #include "persist/strategy.hpp"
+#include "util/crc32c.hpp"
+#include "util/thread_pool.hpp"
 
 namespace cairn::persist::detail {
 namespace {
 
 constexpr std::uint64_t kStateMagic = 0x4554415453524941ULL;  // "AIRSTATE"
-constexpr std::uint32_t kStateFormat = 2;
+constexpr std::uint32_t kStateFormat = 3;
+constexpr std::uint32_t kUnchecksummedFormat = 2;  // the same without checksum tables
 constexpr std::size_t kPage = 4096;
 constexpr unsigned kStateRoot = 0;
 
@@ -29,9 +33,19 @@ std::size_t pointer_capacity(const Layout& layout) {
   return std::max<std::size_t>(layout.pointers.size(), 4096 + layout.total_bytes() / 4096);
 }
 
+std::size_t chunks_of(std::size_t bytes) { return (bytes + SlotStore::kChunk - 1) / SlotStore::kChunk; }
+
+// One slot's checksum table: a CRC-32C per chunk of every region.
+std::size_t table_bytes(const Layout& layout) {
+  std::size_t chunks = 0;
+  for (const auto& e : layout.entries) chunks += chunks_of(e.bytes);
+  return round_up(chunks * sizeof(std::uint32_t), 64);
+}
+
 std::size_t meta_bytes(const Layout& layout) {
-  return round_up(
-      kPage + layout.entries.size() * sizeof(RegionDesc) + 2 * pointer_capacity(layout) * sizeof(PointerRecord), kPage);
+  return round_up(kPage + layout.entries.size() * sizeof(RegionDesc) +
+                      2 * pointer_capacity(layout) * sizeof(PointerRecord) + 2 * table_bytes(layout),
+                  kPage);
 }
 
 }  // namespace
@@ -40,18 +54,23 @@ StateHeader* SlotStore::header() const { return reinterpret_cast<StateHeader*>(p
 
 void SlotStore::place_regions(const Layout& layout) {
   region_offsets_.clear();
-  std::size_t off = 0;
+  chunk_base_.clear();
+  std::size_t off = 0, chunks = 0;
   for (const auto& e : layout.entries) {
     region_offsets_.push_back(off);
     off = round_up(off + e.bytes, kPage);
+    chunk_base_.push_back(chunks);
+    chunks += chunks_of(e.bytes);
   }
   area_bytes_ = std::max<std::size_t>(off, kPage);
+  table_bytes_ = table_bytes(layout);
 }
 
 Result<std::unique_ptr<SlotStore>> SlotStore::open_or_create(const Options& options, const Layout& layout,
                                                              const std::string& strategy) {
   std::unique_ptr<SlotStore> s(new SlotStore());
   s->layout_ = &layout;
+  s->sealing_ = options.checksums;
   s->place_regions(layout);
   if (pool::Pool* borrowed = layout.internal.borrowed_pool) {
     s->pool_ = borrowed;
@@ -126,6 +145,8 @@ Result<void> SlotStore::init_new(const Layout& layout, const std::string& strate
   h.area_bytes = area_bytes_;
   h.pointer_capacity = pointer_capacity(layout);
   h.checksum = header_checksum(h);
+  crc_offset_[0] = h.pointers_offset[1] + ptrs;
+  crc_offset_[1] = crc_offset_[0] + table_bytes_;
   h.version_word = 0;
 
   // Header and descriptors durable before the root names the extent.
@@ -152,9 +173,10 @@ Result<void> SlotStore::attach_existing(const Layout& layout, const std::string&
   const StateHeader& h = *header();
   if (h.magic != kStateMagic || header_checksum(h) != h.checksum)
     return make_error(Errc::corrupted, path_ + ": the persistence state header is damaged (bad magic or checksum)");
-  if (h.format != kStateFormat)
+  if (h.format != kStateFormat && h.format != kUnchecksummedFormat)
     return make_error(Errc::wrong_version, path_ + ": persistence state format " + std::to_string(h.format) +
-                                               ", this cairn reads " + std::to_string(kStateFormat));
+                                               ", this cairn reads " + std::to_string(kUnchecksummedFormat) + " and " +
+                                               std::to_string(kStateFormat) + "; open it with the cairn that wrote it");
   const std::string stored(h.strategy, strnlen(h.strategy, sizeof h.strategy));
   if (stored != strategy)
     return make_error(Errc::layout_mismatch, path_ + " holds state written by strategy '" + stored + "', not '" +
@@ -184,6 +206,14 @@ Result<void> SlotStore::attach_existing(const Layout& layout, const std::string&
   if (layout_check_.ok()) {
     if (h.area_bytes != area_bytes_)
       return make_error(Errc::corrupted, path_ + ": stored slot area size disagrees with the layout");
+    if (h.format == kStateFormat) {
+      // The tables follow the pointer tables, inside the metadata.
+      const std::uint64_t first = h.pointers_offset[1] + h.pointer_capacity * sizeof(PointerRecord);
+      if (!within(first, 2 * std::uint64_t{table_bytes_}, h.area_offset[0]))
+        return make_error(Errc::corrupted, path_ + ": the checksum tables run into the slot areas");
+      crc_offset_[0] = first;
+      crc_offset_[1] = first + table_bytes_;
+    }
   } else {
     area_bytes_ = 0;  // never touch slots of a foreign layout
   }
@@ -251,7 +281,7 @@ Result<void> SlotStore::write_pointers_nodrain(int k, const std::vector<PointerR
     pool_->memcpy_nodrain(pool_->at(h->pointers_offset[k]), records.data(), records.size() * sizeof(PointerRecord));
   // The slot's count and layout hash become durable with the table, before
   // publish() stores the version word naming slot k.
-  const StateHeader::SlotMeta meta{records.size(), layout_->hash()};
+  const StateHeader::SlotMeta meta{records.size(), layout_->hash(), checksummed() && sealing_ ? 1u : 0u};
   pool_->memcpy_nodrain(&h->slot_meta[k], &meta, sizeof meta);
   return {};
 }
@@ -271,6 +301,66 @@ Result<void> SlotStore::check_version_layout(const Layout& layout, int k) const 
   return layout.check_same(stored, h.slot_meta[k].pointer_count, h.slot_meta[k].layout_hash);
 }
 
+std::size_t SlotStore::chunks(std::size_t region) const { return chunks_of(layout_->entries[region].bytes); }
+
+void SlotStore::seal(std::size_t region, int k, const std::byte* content, std::size_t offset, std::size_t n,
+                     unsigned threads) {
+  if (!checksummed() || !sealing_ || n == 0) return;
+  const std::size_t bytes = layout_->entries[region].bytes;
+  const std::size_t first = offset / kChunk, last = std::min(chunks_of(offset + n), chunks_of(bytes));
+  auto* table = reinterpret_cast<std::uint32_t*>(pool_->at(crc_offset_[k])) + chunk_base_[region];
+  const auto run = [&](std::size_t from, std::size_t to) {
+    for (std::size_t c = from; c < to; ++c) {
+      const std::size_t at = c * kChunk;
+      table[c] = util::crc32c(0, content + at, std::min(kChunk, bytes - at));
+    }
+  };
+  if (threads == 1 || last - first < 4) return run(first, last);
+  // One 4 KiB "page" of parallel_ranges per chunk: ranges stay whole chunks.
+  util::parallel_ranges((last - first) * kPage, threads, [&](std::size_t off, std::size_t len) {
+    run(first + off / kPage, first + (off + len) / kPage);
+  });
+}
+
+void SlotStore::flush_seals(int k) {
+  if (checksummed() && sealing_) pool_->flush(pool_->at(crc_offset_[k]), table_bytes_);
+}
+
+Result<void> SlotStore::verify_region(std::size_t region, int k, const std::byte* content, unsigned threads,
+                                      const std::function<bool(std::size_t)>& skip) const {
+  if (!checksummed() || header()->slot_meta[k].sealed != 1) return {};
+  const std::size_t bytes = layout_->entries[region].bytes, n = chunks_of(bytes);
+  const auto* table = reinterpret_cast<const std::uint32_t*>(pool_->at(crc_offset_[k])) + chunk_base_[region];
+  std::atomic<std::size_t> bad{SIZE_MAX};  // the first damaged chunk found
+  const auto run = [&](std::size_t from, std::size_t to) {
+    for (std::size_t c = from; c < to; ++c) {
+      if (skip && skip(c)) continue;
+      const std::size_t at = c * kChunk;
+      if (util::crc32c(0, content + at, std::min(kChunk, bytes - at)) != table[c]) {
+        std::size_t seen = bad.load();
+        while (c < seen && !bad.compare_exchange_weak(seen, c)) {
+        }
+        return;
+      }
+    }
+  };
+  if (threads == 1 || n < 4)
+    run(0, n);
+  else
+    util::parallel_ranges(n * kPage, threads,
+                          [&](std::size_t off, std::size_t len) { run(off / kPage, (off + len) / kPage); });
+  const std::size_t c = bad.load();
+  if (c == SIZE_MAX) return {};
+  const auto v = committed();
+  return make_error(Errc::corrupted,
+                    path_ + ": region '" + layout_->entries[region].name + "' of version " +
+                        (v ? std::to_string(*v) : std::string("?")) +
+                        " does not match the checksum written with it (bytes " + std::to_string(c * kChunk) + " to " +
+                        std::to_string(std::min(bytes, (c + 1) * kChunk)) +
+                        " were damaged on the media). Do not resume from this pool: restore the state from a copy "
+                        "(a buddy replica, a backup of the file) or start again, after removing the pool");
+}
+
 Result<void> SlotStore::publish(std::uint64_t version, int slot) {
   // Every write-back behind this version succeeded, or the word is never
   // stored; if the word's own write-back fails, the previous word is put back.
@@ -281,6 +371,17 @@ Result<void> SlotStore::publish(std::uint64_t version, int slot) {
     return make_error(r.error().code,
                       r.error().message + "; " + last_committed_text() + ". Reopen the state and restore it");
   return {};
+}
+
+void RestoreCheck::start(std::function<Result<void>()> check) {
+  (void)wait();
+  result_ = {};
+  thread_ = std::thread([this, check = std::move(check)] { result_ = check(); });
+}
+
+Result<void> RestoreCheck::wait() {
+  if (thread_.joinable()) thread_.join();
+  return result_;
 }
 
 }  // namespace cairn::persist::detail

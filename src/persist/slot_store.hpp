@@ -10,6 +10,7 @@
 //                         the version it holds
 //   RegionDesc[n]         the registration layout (names, sizes, kinds)
 //   PointerRecord[cap] x 2 pointer table of slot 0 and of slot 1
+//   uint32[chunks] x 2     checksum table of slot 0 and of slot 1 (format 3)
 //   slot area 0           every region's slot-0 copy, each 4 KiB aligned
 //   slot area 1           every region's slot-1 copy
 //
@@ -27,6 +28,18 @@
 // name whole versions). A poisoned store refuses every later commit with
 // Errc::poisoned; reopening restores the last committed version.
 //
+// Payload checksums (format 3). Every region's bytes in a slot are covered by
+// one CRC-32C per kChunk (chunks counted from the region's start), kept in the
+// slot's checksum table. A commit seals the chunks it wrote into the table of
+// the slot it writes, before publish() names that slot, so the table of the
+// committed slot is never written either. Where the version is first read it
+// is verified: the copy strategies check what restore copied back; in-place
+// and shadow, whose restore copies nothing, check the slot on a background
+// thread and the next commit waits for that check (verify_region()). A
+// version whose bytes differ from its checksums is Errc::corrupted, never a
+// silently different state. Format 2 pools (no tables) are still read, and
+// keep being written, without checksums.
+//
 // Pointers into cairn-owned regions can only be registered after open(), when
 // the pool already exists, so each pointer table has a fixed capacity chosen
 // at create (pointer_capacity) and every slot records, with its table, how
@@ -35,9 +48,11 @@
 // layout before a restore.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cairn/extended/pool.hpp"
@@ -69,6 +84,7 @@ struct StateHeader {
   struct SlotMeta {
     std::uint64_t pointer_count;
     std::uint64_t layout_hash;  // Layout::hash() at the commit, pointers included
+    std::uint64_t sealed;       // format 3: 1 if the checksum table holds this version's checksums
   } slot_meta[2];
 };
 static_assert(offsetof(StateHeader, version_word) % 64 == 0);
@@ -119,6 +135,27 @@ class SlotStore {
   // Errc::layout_mismatch if the version in slot k was committed with a
   // different registration layout (pointers included) than `layout`.
   Result<void> check_version_layout(const Layout& layout, int k) const;
+  // ---- payload checksums (see the top) ----
+  static constexpr std::size_t kChunk = 64 * 1024;
+  // False for a format 2 pool, which has no checksum tables.
+  bool checksummed() const { return crc_offset_[0] != 0; }
+  // Chunks of region i.
+  std::size_t chunks(std::size_t region) const;
+  // Checksums of the chunks of region i that overlap [offset, offset+n),
+  // computed from `content` (the region's bytes: the slot itself or the buffer
+  // copied into it), stored in slot k's table with plain stores (flush_seals()
+  // writes them back). `threads` as Options::threads; threads may seal
+  // disjoint chunks at once.
+  void seal(std::size_t region, int k, const std::byte* content, std::size_t offset, std::size_t n,
+            unsigned threads = 1);
+  // Writes back slot k's checksum table without draining (publish() drains).
+  void flush_seals(int k);
+  // Checks region i's bytes at `content` against slot k's table, every chunk
+  // for which skip(chunk) is false (null: every chunk). Errc::corrupted naming
+  // the pool, the region, the version and the damaged bytes.
+  Result<void> verify_region(std::size_t region, int k, const std::byte* content, unsigned threads,
+                             const std::function<bool(std::size_t)>& skip = {}) const;
+
   // The commit point: drains; fails with Errc::poisoned (and poisons the
   // store) without storing the word if any write-back failed; stores the
   // version word and persists it; if that persist failed, puts the previous
@@ -143,8 +180,35 @@ class SlotStore {
   std::uint64_t extent_ = 0;
   std::vector<std::size_t> region_offsets_;
   std::size_t area_bytes_ = 0;
-  const Layout* layout_ = nullptr;  // the Context's; outlives the store
+  std::vector<std::size_t> chunk_base_;   // per region: index of its first chunk in a table
+  std::size_t table_bytes_ = 0;           // one checksum table, cache-line aligned
+  std::uint64_t crc_offset_[2] = {0, 0};  // pool offsets of the tables; 0: none (format 2)
+  bool sealing_ = true;                   // Options::checksums
+  const Layout* layout_ = nullptr;        // the Context's; outlives the store
   Result<void> layout_check_;
+};
+
+// The check of a restored version on a thread of its own, for the strategies
+// whose restore copies nothing (in-place, shadow): restore stays O(1) and the
+// next commit waits for the check, so nothing is committed on top of a
+// damaged version. A state of kInlineBytes or less is checked at once (it
+// costs well under a millisecond), so restore itself reports the damage.
+class RestoreCheck {
+ public:
+  static constexpr std::size_t kInlineBytes = 4u << 20;
+  RestoreCheck() = default;
+  RestoreCheck(const RestoreCheck&) = delete;
+  RestoreCheck& operator=(const RestoreCheck&) = delete;
+  ~RestoreCheck() { (void)wait(); }
+  // Waits for the previous check, then runs `check` on a new thread.
+  void start(std::function<Result<void>()> check);
+  // Waits for the check started last; its result stays until the next start
+  // (every commit until the next restore is refused after a failed check).
+  Result<void> wait();
+
+ private:
+  std::thread thread_;
+  Result<void> result_;
 };
 
 }  // namespace cairn::persist::detail

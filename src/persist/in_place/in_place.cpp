@@ -42,6 +42,15 @@
 // calling threads (Pool::persist_mt, memcpy_persist_mt), and so does, with
 // it, a hand-over of kInlineBytes or less.
 //
+// Checksums (SlotStore's payload checksums). Whoever writes back a piece
+// computes its chunks' CRC-32C first, while it has the bytes in cache: the
+// helper, the barrier's threads, or the caller of an inline hand-over; a
+// region nothing was handed over for (streamed, or Options::flush off) is
+// sealed at commit from the slot. The table is written back with the pointer
+// table, before the version word. Restore checks the slot it switches to
+// (check_dual): at once for a small state, else in the background, the next
+// commit waiting for the result.
+//
 // Streamed regions. A kernel may write a dual region's new version through
 // Context::stream (non-temporal copies through the pool's device, no fence),
 // fence on each writing thread (stream_fence) and declare it (streamed): the
@@ -57,6 +66,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -100,12 +110,23 @@ class InPlace final : public Strategy {
   devices::Stats device_stats() const override { return store_ ? store_->pool().stats().device : devices::Stats{}; }
 
  private:
-  // One flush (src == nullptr) or non-temporal copy of n bytes into dst.
+  // One flush (src == nullptr) or non-temporal copy of n bytes into dst:
+  // bytes [offset, offset + n) of region `entry`, bound for slot `slot`.
   struct Piece {
     std::byte* dst = nullptr;
     const std::byte* src = nullptr;
     std::size_t n = 0;
+    std::size_t entry = 0, offset = 0;
+    int slot = 0;
   };
+  // Writes back (or copies) p on the calling threads and seals its checksums.
+  void do_piece(const Piece& p, unsigned threads);
+  // Checks the dual regions of slot k against their checksums, every chunk
+  // for which skip(region, chunk) is false.
+  Result<void> verify_dual(const Layout& layout, int k, unsigned threads,
+                           const std::function<bool(std::size_t, std::size_t)>& skip) const;
+  // restore's check of the slot it switches to (see the definition).
+  Result<void> check_dual(const Layout& layout, int k);
   // The slot the current iteration writes: the one the latest version is not in.
   int target() const { return 1 - latest_slot_; }
   void hand_over(const Layout& layout, std::size_t entry);
@@ -116,13 +137,16 @@ class InPlace final : public Strategy {
   void cancel_pending();
 
   std::unique_ptr<SlotStore> store_;
+  RestoreCheck check_;  // of the version restore switched to
   std::vector<util::DramBuffer> dram_;
   unsigned threads_ = 0;
   bool async_ = false;
   bool flush_ = true;  // Options::flush
   std::size_t inline_bytes_ = kInlineBytes;
-  int latest_slot_ = 0;       // slot of the latest version (0 before any commit)
-  std::vector<char> handed_;  // per entry: handed over in this iteration
+  int latest_slot_ = 0;                // slot of the latest version (0 before any commit)
+  std::uint64_t checked_version_ = 0;  // the version whose slot restore last checked
+  std::vector<char> handed_;           // per entry: handed over in this iteration
+  std::vector<char> sealed_;           // per entry: its checksums are (being) computed in this iteration
 
   // Helper thread and its FIFO queue (seed 004's flush_init / flush_async).
   std::mutex mu_;
@@ -135,6 +159,7 @@ class InPlace final : public Strategy {
 };
 
 InPlace::~InPlace() {
+  (void)check_.wait();
   if (helper_.joinable()) {
     // Work not yet done belongs to an iteration that was never committed.
     {
@@ -181,6 +206,7 @@ Result<void> InPlace::open(Layout& layout, const Options& options) {
     dram_.push_back(std::move(b.value()));
   }
   handed_.assign(layout.entries.size(), 0);
+  sealed_.assign(layout.entries.size(), 0);
   if (async_) helper_ = std::thread([this] { helper_loop(); });  // flush_init()
   return {};
 }
@@ -188,8 +214,10 @@ Result<void> InPlace::open(Layout& layout, const Options& options) {
 bool InPlace::take(Piece& out, std::size_t max) {
   if (queue_.empty()) return false;
   Piece& front = queue_.front();
-  out = {front.dst, front.src, std::min(max, front.n)};
+  out = front;
+  out.n = std::min(max, front.n);
   front.dst += out.n;
+  front.offset += out.n;
   if (front.src != nullptr) front.src += out.n;
   front.n -= out.n;
   if (front.n == 0) queue_.pop_front();
@@ -210,6 +238,11 @@ void InPlace::helper_loop() {
     // the committing thread's fence would not order these flushes. Where
     // the committing thread's drain covers them (page write-back), only
     // record them: one write-back per commit instead of one per piece.
+    // The piece's checksums are computed first, while the helper has it in
+    // cache (pieces start at whole chunks of their region: kHelperPiece is a
+    // multiple of the chunk).
+    const std::byte* content = (p.src != nullptr ? p.src : p.dst) - p.offset;
+    store_->seal(p.entry, p.slot, content, p.offset, p.n);
     if (pool.drain_covers_all_threads()) {
       if (p.src == nullptr)
         pool.flush(p.dst, p.n);
@@ -229,27 +262,31 @@ void InPlace::hand_over(const Layout& layout, std::size_t entry) {
   if (handed_[entry]) return;
   handed_[entry] = 1;
   const Entry& e = layout.entries[entry];
-  if (e.dual && !flush_) return;  // Options::flush = false: measurement only
-  Piece req{store_->slot(entry, target()), nullptr, e.bytes};
+  if (e.dual && !flush_) return;  // Options::flush = false: measurement only (commit seals it)
+  sealed_[entry] = 1;
+  Piece req{store_->slot(entry, target()), nullptr, e.bytes, entry, 0, target()};
   if (!e.dual) {
     // Non-uniformly updated data: copy the DRAM working copy into the target
     // slot with non-temporal stores (the seed's nt-copy fallback).
     req.src = static_cast<const std::byte*>(e.plain->data());
     bytes_copied += e.bytes;
   }
-  if (!async_ || req.n <= inline_bytes_) {
-    pool::Pool& pool = store_->pool();
-    if (req.src == nullptr)
-      pool.persist_mt(req.dst, req.n, threads_, pool::Pool::Drain::by_commit);
-    else
-      pool.memcpy_persist_mt(req.dst, req.src, req.n, threads_, pool::Pool::Drain::by_commit);
-    return;
-  }
+  if (!async_ || req.n <= inline_bytes_) return do_piece(req, threads_);
   {
     std::lock_guard lk(mu_);
     queue_.push_back(req);
   }
   work_cv_.notify_one();
+}
+
+void InPlace::do_piece(const Piece& p, unsigned threads) {
+  const std::byte* content = (p.src != nullptr ? p.src : p.dst) - p.offset;
+  store_->seal(p.entry, p.slot, content, p.offset, p.n, threads);
+  pool::Pool& pool = store_->pool();
+  if (p.src == nullptr)
+    pool.persist_mt(p.dst, p.n, threads, pool::Pool::Drain::by_commit);
+  else
+    pool.memcpy_persist_mt(p.dst, p.src, p.n, threads, pool::Pool::Drain::by_commit);
 }
 
 void InPlace::stream(void* dst, const void* src, std::size_t len) {
@@ -276,17 +313,13 @@ void InPlace::flush_async_region(Layout& layout, std::size_t entry) {
 
 void InPlace::flush_barrier() {
   if (!async_) return;  // everything handed over is already durable
-  pool::Pool& pool = store_->pool();
   std::unique_lock lk(mu_);
   // Take what the helper has not started, with all threads: each worker of
   // persist_mt / memcpy_persist_mt fences its own part before they join.
   Piece p;
   while (take(p, SIZE_MAX)) {
     lk.unlock();
-    if (p.src == nullptr)
-      pool.persist_mt(p.dst, p.n, threads_, pool::Pool::Drain::by_commit);
-    else
-      pool.memcpy_persist_mt(p.dst, p.src, p.n, threads_, pool::Pool::Drain::by_commit);
+    do_piece(p, threads_);
     lk.lock();
     --in_flight_;
   }
@@ -306,8 +339,10 @@ Result<void> InPlace::restore(Layout& layout) {
   // below (a plain region's DRAM copy is the source of its pending nt-copy).
   cancel_pending();
   std::fill(handed_.begin(), handed_.end(), 0);
+  std::fill(sealed_.begin(), sealed_.end(), 0);
   const int k = store_->committed_slot();
   if (auto r = store_->check_version_layout(layout, k); !r.ok()) return r;
+  if (auto r = check_dual(layout, k); !r.ok()) return r;
   pool::Pool& pool = store_->pool();
   for (std::size_t i = 0; i < layout.entries.size(); ++i) {
     Entry& e = layout.entries[i];
@@ -319,10 +354,60 @@ Result<void> InPlace::restore(Layout& layout) {
     pool.device().read_charge(e.bytes, true);
     std::memcpy(e.plain->data(), store_->slot(i, k), e.bytes);
     bytes_copied += e.bytes;
+    if (auto r = store_->verify_region(i, k, static_cast<const std::byte*>(e.plain->data()), threads_); !r.ok())
+      return r;
   }
   latest_slot_ = k;
   // Pointers are rewritten in the latest buffers, read() included: see the top.
   return layout.apply_pointers(store_->read_pointers(k));
+}
+
+Result<void> InPlace::verify_dual(const Layout& layout, int k, unsigned threads,
+                                  const std::function<bool(std::size_t, std::size_t)>& skip) const {
+  for (std::size_t i = 0; i < layout.entries.size(); ++i) {
+    if (!layout.entries[i].dual) continue;
+    const auto skip_chunk = skip ? std::function<bool(std::size_t)>([&, i](std::size_t c) { return skip(i, c); })
+                                 : std::function<bool(std::size_t)>();
+    if (auto r = store_->verify_region(i, k, store_->slot(i, k), threads, skip_chunk); !r.ok()) return r;
+  }
+  return {};
+}
+
+// Restore switches to slot k without copying it, so the slot itself is
+// checked, before the pointers in it are relocated (relocation rewrites bytes
+// the checksums describe as committed). A small state is checked at once. Of
+// a large one, the chunks holding registered pointers are checked now and the
+// rest in the background (RestoreCheck), which the next commit waits for. A
+// version already checked by an earlier restore in this process (a rollback)
+// is not checked again: its pointers have been relocated since.
+Result<void> InPlace::check_dual(const Layout& layout, int k) {
+  const std::uint64_t version = store_->committed().value_or(0);
+  if (version == checked_version_) return {};
+  std::size_t dual_bytes = 0;
+  for (const Entry& e : layout.entries)
+    if (e.dual) dual_bytes += e.bytes;
+  if (dual_bytes <= RestoreCheck::kInlineBytes) {
+    if (auto r = verify_dual(layout, k, threads_, {}); !r.ok()) return r;
+    checked_version_ = version;
+    return {};
+  }
+  std::vector<std::pair<std::size_t, std::size_t>> with_pointers;  // (region, chunk)
+  for (const auto& [region, offset] : layout.pointers)
+    if (layout.entries[region].dual)
+      for (std::uint64_t at : {offset, offset + sizeof(void*) - 1})
+        with_pointers.emplace_back(region, at / SlotStore::kChunk);
+  std::sort(with_pointers.begin(), with_pointers.end());
+  const auto has_pointer = [with_pointers](std::size_t region, std::size_t chunk) {
+    return std::binary_search(with_pointers.begin(), with_pointers.end(), std::pair{region, chunk});
+  };
+  if (!with_pointers.empty()) {
+    auto r = verify_dual(layout, k, threads_,
+                         [&](std::size_t region, std::size_t chunk) { return !has_pointer(region, chunk); });
+    if (!r.ok()) return r;
+  }
+  checked_version_ = version;
+  check_.start([this, &layout, k, has_pointer] { return verify_dual(layout, k, 1, has_pointer); });
+  return {};
 }
 
 Result<void> InPlace::commit(Layout& layout, std::uint64_t version) {
@@ -330,6 +415,8 @@ Result<void> InPlace::commit(Layout& layout, std::uint64_t version) {
     return make_error(r.error().code, r.error().message + " (refusing to overwrite it)");
   // A poisoned store or too many pointers: refused before anything is written.
   if (auto r = store_->check_commit(layout); !r.ok()) return r;
+  // Nothing is committed on top of a restored version found damaged.
+  if (auto r = check_.wait(); !r.ok()) return r;
   const int k = target();
   // Context has already switched the roles: read() is the version just
   // written, which must be the target slot of every dual region.
@@ -347,6 +434,12 @@ Result<void> InPlace::commit(Layout& layout, std::uint64_t version) {
   }
   flush_async(layout);  // whatever the application did not hand over yet
   flush_barrier();
+  // Regions nothing was handed over for (streamed, or Options::flush off):
+  // their checksums from the slot, now that every writer is done.
+  for (std::size_t i = 0; i < layout.entries.size(); ++i)
+    if (!sealed_[i]) store_->seal(i, k, store_->slot(i, k), 0, layout.entries[i].bytes, threads_);
+  store_->flush_seals(k);
+  std::fill(sealed_.begin(), sealed_.end(), 0);
   // 1. the target slot's data is durable (barrier); 2. its pointer table and
   // layout hash; 3. publish fences this thread, checks that none of these
   // write-backs failed (the helper's included: the device keeps the first

@@ -94,7 +94,11 @@ class Shadow final : public Strategy {
   void unmap_all();
   Result<void> open_dram_fallback(Layout& layout);
 
+  // Checks the committed slot against its checksums (see the top).
+  Result<void> verify_slot(const Layout& layout, int c, unsigned threads) const;
+
   std::unique_ptr<SlotStore> store_;
+  RestoreCheck check_;  // of the version restore switched to
   unsigned threads_ = 0;
   int fd_ = -1;
   std::size_t map_bytes_ = 0;
@@ -198,6 +202,8 @@ Result<void> Shadow::commit(Layout& layout, std::uint64_t version) {
     return make_error(r.error().code, r.error().message + " (refusing to overwrite it)");
   // A poisoned store or too many pointers: refused before slot k is touched.
   if (auto r = store_->check_commit(layout); !r.ok()) return r;
+  // Nothing is committed on top of a restored version found damaged.
+  if (auto r = check_.wait(); !r.ok()) return r;
   std::vector<PointerRecord> ptrs;
   if (auto r = layout.capture_pointers(ptrs); !r.ok()) return r;
   const int k = 1 - committed_slot();
@@ -213,10 +219,13 @@ Result<void> Shadow::commit(Layout& layout, std::uint64_t version) {
   pool::Pool& pool = store_->pool();
   for (std::size_t i = 0; i < layout.entries.size(); ++i) {
     const Entry& e = layout.entries[i];
-    pool.memcpy_persist_mt(store_->slot(i, k), static_cast<const std::byte*>(e.latest()), e.bytes, threads_,
+    const auto* src = static_cast<const std::byte*>(e.latest());
+    pool.memcpy_persist_mt(store_->slot(i, k), src, e.bytes, threads_,
                            pool::Pool::Drain::by_commit);  // publish drains
+    store_->seal(i, k, src, 0, e.bytes, threads_);
     bytes_copied += e.bytes;
   }
+  store_->flush_seals(k);
   if (auto r = store_->write_pointers_nodrain(k, ptrs); !r.ok()) return r;
   // 2. The commit point; it fails, naming nothing, if a write-back failed.
   if (auto r = store_->publish(version, k); !r.ok()) return r;
@@ -234,6 +243,7 @@ Result<void> Shadow::restore(Layout& layout) {
       pool.device().read_charge(e.bytes, true);
       std::memcpy(e.latest(), store_->slot(i, c), e.bytes);
       bytes_copied += e.bytes;
+      if (auto r = store_->verify_region(i, c, static_cast<const std::byte*>(e.latest()), threads_); !r.ok()) return r;
     }
     return layout.apply_pointers(store_->read_pointers(c));
   }
@@ -248,7 +258,20 @@ Result<void> Shadow::restore(Layout& layout) {
     if (!d.ok()) return std::move(d).error();
   }
   point_regions(layout, c);
+  // The slot itself is checked (the views are private: relocating the
+  // pointers below never writes it), at once if small, else in the background.
+  if (layout.total_bytes() <= RestoreCheck::kInlineBytes) {
+    if (auto r = verify_slot(layout, c, threads_); !r.ok()) return r;
+  } else {
+    check_.start([this, &layout, c] { return verify_slot(layout, c, 1); });
+  }
   return layout.apply_pointers(store_->read_pointers(c));
+}
+
+Result<void> Shadow::verify_slot(const Layout& layout, int c, unsigned threads) const {
+  for (std::size_t i = 0; i < layout.entries.size(); ++i)
+    if (auto r = store_->verify_region(i, c, store_->slot(i, c), threads); !r.ok()) return r;
+  return {};
 }
 
 }  // namespace
