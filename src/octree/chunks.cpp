@@ -93,8 +93,8 @@ Octree::Impl::Ref Octree::Impl::nvm_alloc() {
   // is left to check.
   std::uint32_t chunk;
   std::uint64_t i;
-  if (!unchecked_.empty() && locate(r, chunk, i) && chunk < unchecked_.size())
-    unchecked_[chunk][i / 64] &= ~(std::uint64_t{1} << (i % 64));
+  if (unchecked_chunks_ != 0 && locate(r, chunk, i) && chunk < unchecked_chunks_)
+    unchecked_[chunk * chunk_words_ + i / 64] &= ~(std::uint64_t{1} << (i % 64));
   dirty_.push_back(r);
   nvm_store_lines_ += block_lines_;
   return r;

@@ -166,10 +166,13 @@ class Octree::Impl {
   std::uint64_t chunk_span_ = 0;     // the bytes a chunk's blocks span
   int window_shift_ = 0;             // log2 of a window of window_
   std::uint64_t block_inverse_ = 0;  // floor((2^32 - 1) / block_bytes_)
-  // Blocks of the chunks restore found (one vector per chunk) whose CRC no
-  // walk has checked yet, one bit per block; a block loses its bit when a
-  // walk has checked it or when it is handed out again.
-  mutable std::vector<std::vector<std::uint64_t>> unchecked_;
+  // Blocks of the chunks restore found whose CRC no walk has checked yet,
+  // one bit per block, chunk after chunk (chunk_words_ words each: one
+  // allocation, not one per chunk, made before restore returns); a block
+  // loses its bit when a walk has checked it or when it is handed out again.
+  mutable std::vector<std::uint64_t> unchecked_;
+  std::uint64_t unchecked_chunks_ = 0;
+  std::uint64_t chunk_words_ = 0;  // (blocks_per_chunk_ + 63) / 64
   std::vector<std::uint64_t> free_;
   std::vector<std::uint64_t> dirty_;       // pool blocks written in this generation
   std::vector<std::uint64_t> next_dirty_;  // pool blocks of the next generation, made by commit
@@ -371,8 +374,8 @@ class Octree::Impl {
       if (hdr(r)->crc != detail::block_crc(blk(r), block_bytes_)) bad_block(r, "fails its CRC");
     } else if (!locate(r, chunk, i)) {
       bad_block(r, "is not a block of a chunk");
-    } else if (chunk < unchecked_.size()) {
-      std::uint64_t& word = unchecked_[chunk][i / 64];
+    } else if (chunk < unchecked_chunks_) {
+      std::uint64_t& word = unchecked_[chunk * chunk_words_ + i / 64];
       const std::uint64_t bit = std::uint64_t{1} << (i % 64);
       if ((word & bit) == 0) return;
       if (hdr(r)->crc != detail::block_crc(blk(r), block_bytes_)) bad_block(r, "fails its CRC");

@@ -244,14 +244,13 @@ Result<Stats> Octree::Impl::stats() {
     // instead of a hash set node per block (at 1e7 blocks their frees left
     // the allocator seconds of consolidation, charged to whatever allocated
     // next).
-    const std::uint64_t words = t.chunks_.size() * ((t.blocks_per_chunk_ + 63) / 64);
+    const std::uint64_t words = t.chunks_.size() * t.chunk_words_;
     std::vector<std::uint64_t> committed(words), work(words), previous(words);
     const auto bit = [&](Ref r) {
       std::uint32_t chunk = 0;
       std::uint64_t i = 0;
       if (!t.locate(r, chunk, i)) t.bad_block(r, "is not a block of a chunk");
-      return std::pair<std::uint64_t, std::uint64_t>{chunk * ((t.blocks_per_chunk_ + 63) / 64) + i / 64,
-                                                     std::uint64_t{1} << (i % 64)};
+      return std::pair<std::uint64_t, std::uint64_t>{chunk * t.chunk_words_ + i / 64, std::uint64_t{1} << (i % 64)};
     };
     const auto test = [&](const std::vector<std::uint64_t>& m, Ref r) {
       const auto [w, b] = bit(r);

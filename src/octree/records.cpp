@@ -127,6 +127,7 @@ void Octree::Impl::configure(const Options& o) {
 // A chunk's geometry, and what locate() needs to find a block in O(1).
 void Octree::Impl::set_chunk_geometry(std::uint64_t chunk_bytes) {
   blocks_per_chunk_ = chunk_bytes / block_bytes_;
+  chunk_words_ = (blocks_per_chunk_ + 63) / 64;
   chunk_span_ = blocks_per_chunk_ * block_bytes_;
   window_shift_ = 63 - __builtin_clzll(chunk_bytes);
   block_inverse_ = 0xFFFFFFFFull / block_bytes_;
@@ -151,10 +152,13 @@ Result<std::unique_ptr<Octree::Impl>> Octree::Impl::format(pool::Pool& pool, con
   t.charge_reads_ = pool.device().name().starts_with("emulated:");
   pool.arena().reset_empty();
   return guard([&]() -> Result<std::unique_ptr<Impl>> {
-    // Chunks: a thirty-second of the pool, between 16 blocks and 1 MiB.
+    // Chunks: a thirty-second of the pool, between 16 blocks and 1 MiB, or
+    // a 4096th of a pool above 4 GiB: restore's work per chunk (the arena,
+    // the chunk index, the collector's copies) stays below ~4096 chunks.
     const std::uint64_t bs = pool.arena().block_size();
-    const std::uint64_t want = std::clamp<std::uint64_t>(pool.size() / 32, t.block_bytes_ * 16,
-                                                         std::max<std::uint64_t>(1u << 20, t.block_bytes_ * 16));
+    const std::uint64_t want =
+        std::clamp<std::uint64_t>(pool.size() / 32, t.block_bytes_ * 16,
+                                  std::max({std::uint64_t{1} << 20, pool.size() / 4096, t.block_bytes_ * 16}));
     const std::uint64_t chunk_bytes = (want + bs - 1) / bs * bs;
     const std::uint64_t capacity = pool.size() / chunk_bytes + 1;
     const std::uint64_t flags = o.keep_previous ? kKeepsPrevious : 0;
@@ -239,7 +243,8 @@ Result<std::unique_ptr<Octree::Impl>> Octree::Impl::attach(pool::Pool& pool, con
   std::sort(t.chunk_index_.begin(), t.chunk_index_.end());
   for (std::uint32_t c = 0; c < t.chunks_.size(); ++c) t.note_chunk(c);
   // Nothing of the restored chunks is believed before its CRC is checked.
-  t.unchecked_.assign(t.chunks_.size(), std::vector<std::uint64_t>((t.blocks_per_chunk_ + 63) / 64, ~std::uint64_t{0}));
+  t.unchecked_chunks_ = t.chunks_.size();
+  t.unchecked_.assign(t.unchecked_chunks_ * t.chunk_words_, ~std::uint64_t{0});
   t.committed_chunks_ = rec.chunk_count;
   t.committed_gen_ = rec.generation;
   t.work_gen_ = static_cast<std::uint32_t>(rec.generation + 1);

@@ -1,5 +1,6 @@
 // arena.cpp — whole-block extents whose allocation state lives in DRAM and is
 // rebuilt from reachability after open (no allocation log on media).
+#include <algorithm>
 #include <bit>
 
 #include "cairn/extended/pool.hpp"
@@ -8,8 +9,31 @@ namespace cairn::pool {
 namespace {
 
 bool test(const std::vector<std::uint64_t>& bits, std::uint64_t i) { return (bits[i / 64] >> (i % 64)) & 1u; }
-void set(std::vector<std::uint64_t>& bits, std::uint64_t i) { bits[i / 64] |= (std::uint64_t{1} << (i % 64)); }
 void clear(std::vector<std::uint64_t>& bits, std::uint64_t i) { bits[i / 64] &= ~(std::uint64_t{1} << (i % 64)); }
+
+// Bits [first, first + n) a word at a time: `each(word index, mask)` for every
+// word the range touches. Restore marks every chunk of a tree (up to a few
+// GB of arena blocks) before the application can read: a bit at a time
+// that was a millisecond at 2e7 leaves.
+template <class Each>
+void each_word(std::uint64_t first, std::uint64_t n, Each&& each) {
+  std::uint64_t i = first;
+  const std::uint64_t end = first + n;
+  while (i < end) {
+    const std::uint64_t off = i % 64;
+    const std::uint64_t len = std::min<std::uint64_t>(64 - off, end - i);
+    each(i / 64, (len == 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << len) - 1)) << off);
+    i += len;
+  }
+}
+bool any_set(const std::vector<std::uint64_t>& bits, std::uint64_t first, std::uint64_t n) {
+  bool any = false;
+  each_word(first, n, [&](std::uint64_t w, std::uint64_t mask) { any = any || (bits[w] & mask) != 0; });
+  return any;
+}
+void set_range(std::vector<std::uint64_t>& bits, std::uint64_t first, std::uint64_t n) {
+  each_word(first, n, [&](std::uint64_t w, std::uint64_t mask) { bits[w] |= mask; });
+}
 
 }  // namespace
 
@@ -73,7 +97,7 @@ Result<std::uint64_t> Arena::alloc(std::uint64_t bytes) {
         // the device might fail to provide at its first touch.
         if (pool_ != nullptr)
           if (auto r = pool_->reserve(offset_ + (i + 1) * block_size_); !r.ok()) return r.error();
-        for (std::uint64_t b = first; b <= i; ++b) set(used_, b);
+        set_range(used_, first, need);
         in_use_ += need;
         hint_ = i + 1;
         // The high-water mark only ever grows; it is a hint for tools.
@@ -115,11 +139,13 @@ Result<void> Arena::Rebuild::mark(std::uint64_t offset, std::uint64_t bytes) {
   if (first + n > arena_.block_count_)
     return make_error(Errc::corrupted, "rebuild: extent at " + std::to_string(offset) + " of " + std::to_string(bytes) +
                                            " bytes runs past the arena");
-  for (std::uint64_t b = first; b < first + n; ++b)
-    if (test(bits_, b))
-      return make_error(Errc::corrupted,
-                        "rebuild: block " + std::to_string(b) + " is reachable twice; the structure is corrupt");
-  for (std::uint64_t b = first; b < first + n; ++b) set(bits_, b);
+  if (any_set(bits_, first, n)) {
+    std::uint64_t b = first;
+    while (!test(bits_, b)) ++b;
+    return make_error(Errc::corrupted,
+                      "rebuild: block " + std::to_string(b) + " is reachable twice; the structure is corrupt");
+  }
+  set_range(bits_, first, n);
   marked_ += n;
   return {};
 }

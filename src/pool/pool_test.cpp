@@ -309,6 +309,28 @@ TEST(Pool, ArenaRebuildFromReachability) {
   EXPECT_EQ(c.value(), keep + 8192);  // the unpublished extent came back
 }
 
+// Rebuild marks a word of blocks at a time: extents that start and end
+// inside words, span several, and overlap an earlier one by a single block
+// at either end.
+TEST(Pool, ArenaRebuildMarksExtentsAcrossWords) {
+  TempDir dir;
+  auto pool = make_pool(dir.file("w"), 16u << 20);
+  const std::uint64_t bs = pool->arena().block_size(), base = pool->arena().offset();
+  auto rb = pool->arena().rebuild();
+  ASSERT_TRUE(rb.mark(base + 3 * bs, 200 * bs).ok());   // blocks 3..202
+  EXPECT_FALSE(rb.mark(base + 202 * bs, bs).ok());      // its last block
+  EXPECT_FALSE(rb.mark(base, 4 * bs).ok());             // its first block
+  ASSERT_TRUE(rb.mark(base, 3 * bs).ok());              // 0..2
+  ASSERT_TRUE(rb.mark(base + 203 * bs, 61 * bs).ok());  // 203..263: up to a word's end
+  ASSERT_TRUE(rb.mark(base + 264 * bs, 64 * bs).ok());  // one whole word
+  EXPECT_EQ(rb.marked_blocks(), 328u);
+  rb.finish();
+  EXPECT_EQ(pool->arena().blocks_in_use(), 328u);
+  auto next = pool->arena().alloc(bs);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next.value(), base + 328 * bs);  // the first block not marked
+}
+
 TEST(Pool, PrimitivesWriteAndCount) {
   TempDir dir;
   auto pool = make_pool(dir.file("p"), 16u << 20);
