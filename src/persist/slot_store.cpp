@@ -322,6 +322,11 @@ void SlotStore::seal(std::size_t region, int k, const std::byte* content, std::s
   });
 }
 
+void SlotStore::seal_chunk(std::size_t region, int k, std::size_t chunk, std::uint32_t crc) {
+  if (!checksummed() || !sealing_) return;
+  reinterpret_cast<std::uint32_t*>(pool_->at(crc_offset_[k]))[chunk_base_[region] + chunk] = crc;
+}
+
 void SlotStore::flush_seals(int k) {
   if (checksummed() && sealing_) pool_->flush(pool_->at(crc_offset_[k]), table_bytes_);
 }

@@ -148,6 +148,8 @@ class SlotStore {
   // disjoint chunks at once.
   void seal(std::size_t region, int k, const std::byte* content, std::size_t offset, std::size_t n,
             unsigned threads = 1);
+  // Stores a checksum computed elsewhere (in pieces) for chunk c of region i.
+  void seal_chunk(std::size_t region, int k, std::size_t chunk, std::uint32_t crc);
   // Writes back slot k's checksum table without draining (publish() drains).
   void flush_seals(int k);
   // Checks region i's bytes at `content` against slot k's table, every chunk

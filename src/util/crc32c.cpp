@@ -146,6 +146,60 @@ std::uint32_t crc32c(std::uint32_t crc, const void* data, std::size_t n) noexcep
   return crc32c_portable(crc, data, n);
 }
 
+namespace {
+
+// ops[j][d][k][b]: the register whose byte k is b, shifted past d * 16^j zero
+// bytes. A shift by n < 2^16 bytes is one operator per hex digit of n.
+struct ShiftTables {
+  std::uint32_t ops[4][16][4][256];
+  ShiftTables() {
+    for (int j = 0; j < 4; ++j)
+      for (std::uint32_t d = 0; d < 16; ++d) {
+        const std::uint64_t n = std::uint64_t{d} << (4 * j);
+        std::uint32_t image[32];
+        for (int bit = 0; bit < 32; ++bit) image[bit] = crc32c_combine(std::uint32_t{1} << bit, 0, n);
+        for (int k = 0; k < 4; ++k)
+          for (std::uint32_t b = 0; b < 256; ++b) {
+            std::uint32_t x = 0;
+            for (int i = 0; i < 8; ++i)
+              if ((b >> i) & 1) x ^= image[8 * k + i];
+            ops[j][d][k][b] = x;
+          }
+      }
+  }
+};
+
+const ShiftTables& shift_tables() {
+  static const ShiftTables t;
+  return t;
+}
+
+}  // namespace
+
+std::uint32_t crc32c_shift(std::uint32_t x, std::uint32_t n) noexcept {
+  if (n >= (1u << 16)) return crc32c_combine(x, 0, n);
+  const ShiftTables& t = shift_tables();
+  for (int j = 0; j < 4 && n != 0; ++j, n >>= 4) {
+    const auto& op = t.ops[j][n & 15];
+    x = op[0][x & 0xFF] ^ op[1][(x >> 8) & 0xFF] ^ op[2][(x >> 16) & 0xFF] ^ op[3][x >> 24];
+  }
+  return x;
+}
+
+// In the register before its inversions (raw), a CRC is linear in the data:
+// the raw register of the message from zero is the xor of each piece's raw
+// register from zero moved past the bytes after it; the inversions add the
+// start register moved past the whole message.
+std::uint32_t crc32c_piece(const void* data, std::size_t n, std::uint32_t after) noexcept {
+  return crc32c_shift(~crc32c(0xFFFFFFFFu, data, n), after);
+}
+
+std::uint32_t crc32c_join(std::uint32_t pieces, std::uint64_t len) noexcept {
+  const std::uint32_t start = len < (1u << 16) ? crc32c_shift(0xFFFFFFFFu, static_cast<std::uint32_t>(len))
+                                               : crc32c_combine(0xFFFFFFFFu, 0, len);
+  return ~(start ^ pieces);
+}
+
 bool crc32c_accelerated() noexcept {
 #if defined(__x86_64__)
   return have_sse42();

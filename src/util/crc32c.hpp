@@ -21,6 +21,19 @@ std::uint32_t crc32c(std::uint32_t crc, const void* data, std::size_t n) noexcep
 // length: parts computed on several threads joined in order. O(log len_b).
 std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b) noexcept;
 
+// crc32c_combine(x, 0, n) for n < 65536, by tables (a few dozen cycles, not
+// a few thousand): the register x moved past n zero bytes. What lets pieces of
+// a chunk, checksummed separately and in any order, be joined by xor (the
+// in-place strategy's streamed writes).
+std::uint32_t crc32c_shift(std::uint32_t x, std::uint32_t n) noexcept;
+
+// Pieces of a message checksummed separately, in any order, on any thread:
+// crc32c_piece() of each piece (its n bytes and how many bytes of the
+// message follow it), xored together, then crc32c_join() with the message's
+// length gives crc32c(0, message) — when the pieces cover it exactly once.
+std::uint32_t crc32c_piece(const void* data, std::size_t n, std::uint32_t after) noexcept;
+std::uint32_t crc32c_join(std::uint32_t pieces, std::uint64_t len) noexcept;
+
 // The table implementation alone (what crc32c uses without SSE4.2); the tests
 // hold the two to the same values.
 std::uint32_t crc32c_portable(std::uint32_t crc, const void* data, std::size_t n) noexcept;

@@ -5,14 +5,20 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <vector>
 
 namespace {
 
 using cairn::util::crc32c;
+using cairn::util::crc32c_combine;
+using cairn::util::crc32c_join;
+using cairn::util::crc32c_piece;
 using cairn::util::crc32c_portable;
+using cairn::util::crc32c_shift;
 
 // RFC 3720 (iSCSI), B.4, and the usual check value.
 TEST(Crc32c, PublishedValues) {
@@ -59,6 +65,44 @@ TEST(Crc32c, ChainsAndSeesEveryFlippedBit) {
       EXPECT_NE(crc32c(0, buf.data(), buf.size()), whole) << byte << ":" << bit;
       buf[byte] ^= static_cast<std::uint8_t>(1u << bit);
     }
+}
+
+
+TEST(Crc32c, ShiftByTablesMatchesTheCombine) {
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    const auto x = static_cast<std::uint32_t>(rng());
+    const auto n = static_cast<std::uint32_t>(i < 100 ? i : rng() % (1u << 16));
+    ASSERT_EQ(crc32c_shift(x, n), crc32c_combine(x, 0, n)) << "n = " << n;
+  }
+  EXPECT_EQ(crc32c_shift(0x12345678u, 1u << 20), crc32c_combine(0x12345678u, 0, 1u << 20));
+}
+
+// A message cut into pieces at random places, the pieces joined in a random
+// order, gives the CRC of the whole; a missing or doubled piece does not.
+TEST(Crc32c, PiecesJoinedInAnyOrderGiveTheWholeCrc) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t len = 1 + rng() % (64 * 1024);
+    std::vector<unsigned char> msg(len);
+    for (auto& b : msg) b = static_cast<unsigned char>(rng());
+    std::vector<std::size_t> cuts{0, len};
+    for (int c = 0; c < 5; ++c) cuts.push_back(rng() % len);
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<std::pair<std::size_t, std::size_t>> pieces;
+    for (std::size_t i = 0; i + 1 < cuts.size(); ++i)
+      if (cuts[i + 1] > cuts[i]) pieces.emplace_back(cuts[i], cuts[i + 1] - cuts[i]);
+    std::shuffle(pieces.begin(), pieces.end(), rng);
+    std::uint32_t acc = 0;
+    for (const auto& [at, n] : pieces)
+      acc ^= crc32c_piece(msg.data() + at, n, static_cast<std::uint32_t>(len - at - n));
+    ASSERT_EQ(crc32c_join(acc, len), crc32c(0, msg.data(), len)) << "length " << len;
+    if (pieces.size() > 1) {
+      const auto& [at, n] = pieces[0];
+      EXPECT_NE(crc32c_join(acc ^ crc32c_piece(msg.data() + at, n, static_cast<std::uint32_t>(len - at - n)), len),
+                crc32c(0, msg.data(), len));
+    }
+  }
 }
 
 }  // namespace

@@ -61,18 +61,21 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
 
 #include "persist/slot_store.hpp"
 #include "persist/strategy.hpp"
+#include "util/crc32c.hpp"
 #include "util/dram_buffer.hpp"
 
 namespace cairn::persist::detail {
@@ -119,6 +122,16 @@ class InPlace final : public Strategy {
     std::size_t entry = 0, offset = 0;
     int slot = 0;
   };
+  // The checksum of a chunk of a streamed dual region, gathered piece by
+  // piece as stream() copies them (util::crc32c_piece: joined by xor, in any
+  // order, on any thread) and how many bytes that covers.
+  struct StreamedChunk {
+    std::atomic<std::uint32_t> pieces{0};
+    std::atomic<std::uint32_t> bytes{0};
+  };
+  // Seals region i's chunks from what stream() gathered where that covers a
+  // chunk exactly, from the slot elsewhere; clears the gathering.
+  void seal_streamed(std::size_t i, int k);
   // Writes back (or copies) p on the calling threads and seals its checksums.
   void do_piece(const Piece& p, unsigned threads);
   // Checks the dual regions of slot k against their checksums, every chunk
@@ -147,6 +160,8 @@ class InPlace final : public Strategy {
   std::uint64_t checked_version_ = 0;  // the version whose slot restore last checked
   std::vector<char> handed_;           // per entry: handed over in this iteration
   std::vector<char> sealed_;           // per entry: its checksums are (being) computed in this iteration
+  const Layout* layout_ = nullptr;     // the Context's, for stream()
+  std::vector<std::unique_ptr<StreamedChunk[]>> streamed_;  // per dual entry, per chunk
 
   // Helper thread and its FIFO queue (seed 004's flush_init / flush_async).
   std::mutex mu_;
@@ -207,6 +222,10 @@ Result<void> InPlace::open(Layout& layout, const Options& options) {
   }
   handed_.assign(layout.entries.size(), 0);
   sealed_.assign(layout.entries.size(), 0);
+  layout_ = &layout;
+  streamed_.resize(layout.entries.size());
+  for (std::size_t i = 0; i < layout.entries.size(); ++i)
+    if (layout.entries[i].dual) streamed_[i] = std::make_unique<StreamedChunk[]>(store_->chunks(i));
   if (async_) helper_ = std::thread([this] { helper_loop(); });  // flush_init()
   return {};
 }
@@ -291,10 +310,54 @@ void InPlace::do_piece(const Piece& p, unsigned threads) {
 
 void InPlace::stream(void* dst, const void* src, std::size_t len) {
   pool::Pool& pool = store_->pool();
-  if (pool.contains(dst, len))
-    pool.memcpy_nodrain(dst, src, len);  // through the device: emulation and accounting see it
-  else
-    stream_copy(dst, src, len);
+  if (!pool.contains(dst, len)) return stream_copy(dst, src, len);
+  pool.memcpy_nodrain(dst, src, len);  // through the device: emulation and accounting see it
+  // The checksums of what is streamed into a dual region's write() version,
+  // from the source while it is in cache: otherwise commit reads the whole
+  // region back from memory, which costs a memory-bound kernel as much as a
+  // second pass over its state. Pieces under kMinGathered are left to that
+  // read (a combine costs about as much as checksumming 1 KiB).
+  constexpr std::size_t kMinGathered = 1024;
+  const int k = target();
+  const auto* at = static_cast<const std::byte*>(dst);
+  if (at < store_->area(k) || !store_->checksummed()) return;
+  std::size_t off = static_cast<std::size_t>(at - store_->area(k));
+  std::size_t i = layout_->entries.size();
+  while (i > 0 && store_->region_offset(i - 1) > off) --i;
+  if (i == 0 || !streamed_[i - 1]) return;
+  --i;
+  const std::size_t bytes = layout_->entries[i].bytes;
+  off -= store_->region_offset(i);
+  const auto* from = static_cast<const std::byte*>(src);
+  while (len > 0 && off < bytes) {
+    const std::size_t c = off / SlotStore::kChunk, end = std::min((c + 1) * SlotStore::kChunk, bytes);
+    const std::size_t n = std::min(len, end - off);
+    if (n >= kMinGathered) {
+      streamed_[i][c].pieces.fetch_xor(util::crc32c_piece(from, n, static_cast<std::uint32_t>(end - off - n)),
+                                       std::memory_order_relaxed);
+      streamed_[i][c].bytes.fetch_add(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
+    }
+    off += n, from += n, len -= n;
+  }
+}
+
+void InPlace::seal_streamed(std::size_t i, int k) {
+  const std::size_t bytes = layout_->entries[i].bytes;
+  const std::byte* slot = store_->slot(i, k);
+  bool gathered = false;
+  for (std::size_t c = 0, n = store_->chunks(i); c < n && !gathered; ++c)
+    gathered = streamed_[i][c].bytes.load(std::memory_order_relaxed) != 0;
+  if (!gathered) return store_->seal(i, k, slot, 0, bytes, threads_);  // Options::flush off, or small pieces
+  for (std::size_t c = 0, n = store_->chunks(i); c < n; ++c) {
+    StreamedChunk& g = streamed_[i][c];
+    const std::size_t at = c * SlotStore::kChunk, len = std::min(SlotStore::kChunk, bytes - at);
+    if (g.bytes.load(std::memory_order_relaxed) == len)
+      store_->seal_chunk(i, k, c, util::crc32c_join(g.pieces.load(std::memory_order_relaxed), len));
+    else
+      store_->seal(i, k, slot, at, len);
+    g.pieces.store(0, std::memory_order_relaxed);
+    g.bytes.store(0, std::memory_order_relaxed);
+  }
 }
 
 void InPlace::streamed_region(Layout& layout, std::size_t entry) {
@@ -340,6 +403,11 @@ Result<void> InPlace::restore(Layout& layout) {
   cancel_pending();
   std::fill(handed_.begin(), handed_.end(), 0);
   std::fill(sealed_.begin(), sealed_.end(), 0);
+  for (std::size_t i = 0; i < streamed_.size(); ++i)  // what the abandoned iteration streamed
+    for (std::size_t c = 0; streamed_[i] && c < store_->chunks(i); ++c) {
+      streamed_[i][c].pieces.store(0, std::memory_order_relaxed);
+      streamed_[i][c].bytes.store(0, std::memory_order_relaxed);
+    }
   const int k = store_->committed_slot();
   if (auto r = store_->check_version_layout(layout, k); !r.ok()) return r;
   if (auto r = check_dual(layout, k); !r.ok()) return r;
@@ -437,7 +505,12 @@ Result<void> InPlace::commit(Layout& layout, std::uint64_t version) {
   // Regions nothing was handed over for (streamed, or Options::flush off):
   // their checksums from the slot, now that every writer is done.
   for (std::size_t i = 0; i < layout.entries.size(); ++i)
-    if (!sealed_[i]) store_->seal(i, k, store_->slot(i, k), 0, layout.entries[i].bytes, threads_);
+    if (!sealed_[i]) {
+      if (streamed_[i])
+        seal_streamed(i, k);
+      else
+        store_->seal(i, k, store_->slot(i, k), 0, layout.entries[i].bytes, threads_);
+    }
   store_->flush_seals(k);
   std::fill(sealed_.begin(), sealed_.end(), 0);
   // 1. the target slot's data is durable (barrier); 2. its pointer table and
