@@ -93,10 +93,15 @@ std::pair<Octree::Impl::Ref, Octree::Impl::Ref> Octree::Impl::commit(Ref r, KeyR
   for (int s = 0; s < fan_; ++s) {
     const Octant o = child_octant(parent, s);
     const Ref c = read_child(r, s, o, work_gen_, Reader::quiet);
-    // The changed keys in o's subtree (the children's ranges follow each other).
-    const auto [lo, hi] = subtree_keys(o);
-    const std::uint64_t* first = std::lower_bound(at, keys.second, lo);
-    at = std::lower_bound(first, keys.second, hi);
+    // The changed keys in o's subtree (the children's ranges follow each
+    // other; none to narrow below a block without any, or when the commit
+    // enters every block).
+    const std::uint64_t* first = at;
+    if (at != keys.second) {
+      const auto [lo, hi] = subtree_keys(o);
+      first = std::lower_bound(at, keys.second, lo);
+      at = std::lower_bound(first, keys.second, hi);
+    }
     std::tie(cref[s], wref[s]) = commit_child(c, {first, at});
     differs = differs || cref[s] != wref[s];
   }
