@@ -62,68 +62,95 @@ std::byte* SlotFile::data(int slot) const { return pool_->at(offset_[slot] + kSl
 
 Result<std::unique_ptr<SlotFile>> SlotFile::open(const std::string& path, Kind kind, int holder, int source, int nranks,
                                                  std::size_t bytes, std::unique_ptr<devices::Device> device) {
-  std::unique_ptr<SlotFile> f(new SlotFile());
-  f->bytes_ = bytes;
-  const std::uint64_t slot_bytes = kSlotHeader + (bytes + 4095) / 4096 * 4096;
-  const std::string what = kind == Kind::partner ? "partner copy" : "parity segment";
   std::error_code ec;
-  if (fs::exists(path, ec)) {
+  const bool exists = fs::exists(path, ec);
+  std::unique_ptr<pool::Pool> pool;
+  if (exists) {
     pool::OpenOptions po;
     po.device = std::move(device);
     auto p = pool::Pool::open(path, std::move(po));
     if (!p.ok()) return std::move(p).error();
-    f->pool_ = std::move(p.value());
-    const std::uint64_t size = f->pool_->size();
-    auto damaged = [&](const std::string& why) {
-      return make_error(Errc::corrupted, path + ": the " + what + " of rank " + std::to_string(source) +
-                                             " is damaged (" + why +
-                                             "): remove it to start over (the next commit writes it anew)");
-    };
-    // The pool falls back to its older root table when the one its selector
-    // names is damaged: that table names older slot versions. Refused: never
-    // a silently older copy.
-    const pool::Health& health = f->pool_->health();
-    if (health.selector <= 1 && health.live_table != static_cast<int>(health.selector))
-      return damaged("its live root table is damaged, so the versions its slots hold are lost");
-    for (int i = 0; i < 2; ++i) {
-      const auto root = f->pool_->root(static_cast<unsigned>(i));
-      // Bounded without wrapping, aligned for the header, apart from the
-      // other slot: a slot written over the other would destroy its version.
-      if (root.offset < pool::kArenaOffset || root.offset > size || slot_bytes > size - root.offset ||
-          root.offset % alignof(SlotHeader) != 0)
-        return damaged("slot " + std::to_string(i) + " at " + std::to_string(root.offset) + " is not within the file");
-      const auto* h = reinterpret_cast<const SlotHeader*>(f->pool_->at(root.offset));
-      if (h->magic != kSlotMagic)
-        return make_error(Errc::foreign_file, path + " is a pool but no " + what +
-                                                  " (no slot header): remove it, or point dist at another directory");
-      if (h->kind != static_cast<std::uint32_t>(kind) || h->holder != static_cast<std::uint32_t>(holder) ||
-          h->source != static_cast<std::uint32_t>(source) || h->nranks != static_cast<std::uint32_t>(nranks) ||
-          h->bytes != bytes)
-        return make_error(Errc::corrupted, path + " is not the " + what + " of rank " + std::to_string(source) +
-                                               " of this " + std::to_string(nranks) + "-rank job with " +
-                                               std::to_string(bytes) +
-                                               " bytes per version (another job's, or damaged): remove it to start "
-                                               "over");
-      // The header names its version durably before the root does (publish).
-      if (root.version != 0 && h->version != root.version)
-        return damaged("slot " + std::to_string(i) + " is published as version " + std::to_string(root.version) +
-                       " but its header names " + std::to_string(h->version));
-      f->offset_[i] = root.offset;
-      f->held_[i] = root.version;
-    }
-    const std::uint64_t gap =
-        f->offset_[0] > f->offset_[1] ? f->offset_[0] - f->offset_[1] : f->offset_[1] - f->offset_[0];
-    if (gap < slot_bytes) return damaged("its two slots overlap");
-    return f;
+    pool = std::move(p.value());
+  } else {
+    pool::CreateOptions co;
+    co.size = (pool::kArenaOffset + 2 * slot_bytes(bytes) + (1u << 20) + (1u << 20) - 1) / (1u << 20) * (1u << 20);
+    co.device = std::move(device);
+    auto p = pool::Pool::create(path, std::move(co));
+    if (!p.ok()) return std::move(p).error();
+    pool = std::move(p.value());
   }
-  pool::CreateOptions co;
-  co.size = (pool::kArenaOffset + 2 * slot_bytes + (1u << 20) + (1u << 20) - 1) / (1u << 20) * (1u << 20);
-  co.device = std::move(device);
-  auto p = pool::Pool::create(path, std::move(co));
-  if (!p.ok()) return std::move(p).error();
-  f->pool_ = std::move(p.value());
+  auto f =
+      exists ? load(*pool, kind, holder, source, nranks, bytes) : format(*pool, kind, holder, source, nranks, bytes);
+  if (f.ok()) f.value()->owned_ = std::move(pool);
+  return f;
+}
+
+Result<std::unique_ptr<SlotFile>> SlotFile::attach(pool::Pool& pool, Kind kind, int holder, int source, int nranks,
+                                                   std::size_t bytes) {
+  if (pool.root(0).offset == 0 && pool.root(1).offset == 0) return format(pool, kind, holder, source, nranks, bytes);
+  return load(pool, kind, holder, source, nranks, bytes);
+}
+
+std::uint64_t SlotFile::slot_bytes(std::size_t bytes) { return kSlotHeader + (bytes + 4095) / 4096 * 4096; }
+
+Result<std::unique_ptr<SlotFile>> SlotFile::load(pool::Pool& pool, Kind kind, int holder, int source, int nranks,
+                                                 std::size_t bytes) {
+  std::unique_ptr<SlotFile> f(new SlotFile());
+  f->pool_ = &pool;
+  f->bytes_ = bytes;
+  const std::uint64_t slot_bytes = SlotFile::slot_bytes(bytes);
+  const std::string& path = pool.path();
+  const std::string what = kind == Kind::partner ? "partner copy" : "parity segment";
+  const std::uint64_t size = pool.size();
+  auto damaged = [&](const std::string& why) {
+    return make_error(Errc::corrupted, path + ": the " + what + " of rank " + std::to_string(source) + " is damaged (" +
+                                           why + "): remove it to start over (the next commit writes it anew)");
+  };
+  // The pool falls back to its older root table when the one its selector
+  // names is damaged: that table names older slot versions. Refused: never
+  // a silently older copy.
+  const pool::Health& health = pool.health();
+  if (health.selector <= 1 && health.live_table != static_cast<int>(health.selector))
+    return damaged("its live root table is damaged, so the versions its slots hold are lost");
   for (int i = 0; i < 2; ++i) {
-    auto off = f->pool_->arena().alloc(slot_bytes);
+    const auto root = pool.root(static_cast<unsigned>(i));
+    // Bounded without wrapping, aligned for the header, apart from the
+    // other slot: a slot written over the other would destroy its version.
+    if (root.offset < pool::kArenaOffset || root.offset > size || slot_bytes > size - root.offset ||
+        root.offset % alignof(SlotHeader) != 0)
+      return damaged("slot " + std::to_string(i) + " at " + std::to_string(root.offset) + " is not within the file");
+    const auto* h = reinterpret_cast<const SlotHeader*>(pool.at(root.offset));
+    if (h->magic != kSlotMagic)
+      return make_error(Errc::foreign_file, path + " is a pool but no " + what +
+                                                " (no slot header): remove it, or point dist at another directory");
+    if (h->kind != static_cast<std::uint32_t>(kind) || h->holder != static_cast<std::uint32_t>(holder) ||
+        h->source != static_cast<std::uint32_t>(source) || h->nranks != static_cast<std::uint32_t>(nranks) ||
+        h->bytes != bytes)
+      return make_error(Errc::corrupted, path + " is not the " + what + " of rank " + std::to_string(source) +
+                                             " of this " + std::to_string(nranks) + "-rank job with " +
+                                             std::to_string(bytes) +
+                                             " bytes per version (another job's, or damaged): remove it to start "
+                                             "over");
+    // The header names its version durably before the root does (publish).
+    if (root.version != 0 && h->version != root.version)
+      return damaged("slot " + std::to_string(i) + " is published as version " + std::to_string(root.version) +
+                     " but its header names " + std::to_string(h->version));
+    f->offset_[i] = root.offset;
+    f->held_[i] = root.version;
+  }
+  const std::uint64_t gap =
+      f->offset_[0] > f->offset_[1] ? f->offset_[0] - f->offset_[1] : f->offset_[1] - f->offset_[0];
+  if (gap < slot_bytes) return damaged("its two slots overlap");
+  return f;
+}
+
+Result<std::unique_ptr<SlotFile>> SlotFile::format(pool::Pool& pool, Kind kind, int holder, int source, int nranks,
+                                                   std::size_t bytes) {
+  std::unique_ptr<SlotFile> f(new SlotFile());
+  f->pool_ = &pool;
+  f->bytes_ = bytes;
+  for (int i = 0; i < 2; ++i) {
+    auto off = pool.arena().alloc(slot_bytes(bytes));
     if (!off.ok()) return std::move(off).error();
     f->offset_[i] = off.value();
     SlotHeader h{};
@@ -133,10 +160,9 @@ Result<std::unique_ptr<SlotFile>> SlotFile::open(const std::string& path, Kind k
     h.source = static_cast<std::uint32_t>(source);
     h.nranks = static_cast<std::uint32_t>(nranks);
     h.bytes = bytes;
-    f->pool_->memcpy_persist(f->pool_->at(off.value()), &h, sizeof h);
+    pool.memcpy_persist(pool.at(off.value()), &h, sizeof h);
   }
-  if (auto r =
-          f->pool_->publish_roots({{0u, pool::RootSlot{f->offset_[0], 0}}, {1u, pool::RootSlot{f->offset_[1], 0}}});
+  if (auto r = pool.publish_roots({{0u, pool::RootSlot{f->offset_[0], 0}}, {1u, pool::RootSlot{f->offset_[1], 0}}});
       !r.ok())
     return std::move(r).error();
   return f;

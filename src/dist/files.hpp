@@ -53,6 +53,12 @@ class SlotFile {
   // (null: $CAIRN_DEVICE, else the real one).
   static Result<std::unique_ptr<SlotFile>> open(const std::string& path, Kind kind, int holder, int source, int nranks,
                                                 std::size_t bytes, std::unique_ptr<devices::Device> device = nullptr);
+  // The same on a pool the caller owns and keeps open while the SlotFile
+  // lives (the crash harness's simulator pool, tests/crashsim/workloads/
+  // dist_slots.cpp): formats the two slots in a pool whose roots name none,
+  // else checks them as open() does.
+  static Result<std::unique_ptr<SlotFile>> attach(pool::Pool& pool, Kind kind, int holder, int source, int nranks,
+                                                  std::size_t bytes);
   ~SlotFile();
   std::uint64_t held(int slot) const { return held_[slot]; }
   std::byte* data(int slot) const;
@@ -68,7 +74,14 @@ class SlotFile {
 
  private:
   SlotFile() = default;
-  std::unique_ptr<pool::Pool> pool_;
+  // A slot's header and its bytes rounded up to 4 KiB.
+  static std::uint64_t slot_bytes(std::size_t bytes);
+  static Result<std::unique_ptr<SlotFile>> load(pool::Pool& pool, Kind kind, int holder, int source, int nranks,
+                                                std::size_t bytes);
+  static Result<std::unique_ptr<SlotFile>> format(pool::Pool& pool, Kind kind, int holder, int source, int nranks,
+                                                  std::size_t bytes);
+  pool::Pool* pool_ = nullptr;  // owned_, or the caller's (attach)
+  std::unique_ptr<pool::Pool> owned_;
   std::uint64_t offset_[2] = {0, 0};
   std::uint64_t held_[2] = {0, 0};
   bool emptying_[2] = {false, false};  // begin() failed: the root may name a version still

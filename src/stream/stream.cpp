@@ -262,22 +262,7 @@ class Store {
   }
   static Result<void> create_pool(const std::string& path, std::uint64_t size);
   detail::Hooks hooks() {
-    detail::Hooks h;
-    // A writer holds an OFD write lock on its entry's liveness byte through
-    // a file description of its own for as long as it is open; the kernel
-    // drops it when the writer's process exits or dies, whatever pid
-    // namespace it lives in and whether or not /proc shows it. A lock held
-    // through another description than ours (another Store of this process
-    // included) is a live writer.
-    h.alive = [this](std::uint64_t byte, const detail::Owner&) { return ofd_locked_elsewhere(fd_, byte); };
-    // A reader pins an extent with an OFD read lock on its first byte; if our
-    // write lock on it succeeds nobody does (and nobody can start to: new
-    // readers take their pin under the pool lock, which we hold).
-    h.unpinned = [this](std::uint64_t off) {
-      if (ofd_lock(fd_, F_WRLCK, off, false) != 0) return false;
-      ofd_lock(fd_, F_UNLCK, off, false);
-      return true;
-    };
+    detail::Hooks h = detail::ofd_hooks(fd_);
     h.lock = [this] { return acquire(); };
     h.unlock = [this] { release(); };
     return h;
@@ -740,7 +725,7 @@ class PmemWriter : public Handle {
     if (!e.ok()) return e.error();
     // Alive from here until closed: the lock on the entry's liveness byte,
     // through a file description of this writer's own (see Store::hooks).
-    h->live_fd_ = LivenessFds::get().take([&] { return h->store_->reopen(O_RDWR); }, dir.liveness_byte(e.value()));
+    h->live_fd_ = detail::hold_liveness([&] { return h->store_->reopen(O_RDWR); }, dir.liveness_byte(e.value()));
     if (h->live_fd_ < 0) {
       const int err = errno;
       dir.abandon(e.value());
@@ -808,7 +793,7 @@ class PmemWriter : public Handle {
 
  private:
   void drop_liveness() {
-    if (live_fd_ >= 0) LivenessFds::get().drop(live_fd_);
+    if (live_fd_ >= 0) detail::release_liveness(live_fd_);
     live_fd_ = -1;
   }
   std::shared_ptr<Store> store_;
@@ -847,7 +832,7 @@ class PmemReader : public MemoryReader {
         // The pin: an OFD read lock on the extent's first byte, which writers
         // test before reusing it; the kernel drops it if this process dies.
         h->pin_fd_ = h->store_->reopen(O_RDONLY);
-        if (h->pin_fd_ < 0 || ofd_lock(h->pin_fd_, F_RDLCK, c.value().desc.offset, false) != 0)
+        if (h->pin_fd_ < 0 || detail::pin_extent(h->pin_fd_, c.value().desc.offset) != 0)
           return util::errno_error(u.path, "pin the stream's version", errno);
       }
     }
@@ -991,6 +976,34 @@ void detail::set_device_factory(std::function<std::unique_ptr<devices::Device>()
 }
 
 void detail::fail_next_pool_lock(int err) { g_pool_lock_fault.store(err); }
+
+detail::Hooks detail::ofd_hooks(int fd) {
+  detail::Hooks h;
+  // A writer holds an OFD write lock on its entry's liveness byte through
+  // a file description of its own for as long as it is open; the kernel
+  // drops it when the writer's process exits or dies, whatever pid
+  // namespace it lives in and whether or not /proc shows it. A lock held
+  // through another description than fd's (another Store of this process
+  // included) is a live writer.
+  h.alive = [fd](std::uint64_t byte, const detail::Owner&) { return ofd_locked_elsewhere(fd, byte); };
+  // A reader pins an extent with an OFD read lock on its first byte; if our
+  // write lock on it succeeds nobody does (and nobody can start to: new
+  // readers take their pin under the pool lock, which the caller holds).
+  h.unpinned = [fd](std::uint64_t off) {
+    if (ofd_lock(fd, F_WRLCK, off, false) != 0) return false;
+    ofd_lock(fd, F_UNLCK, off, false);
+    return true;
+  };
+  return h;
+}
+
+int detail::hold_liveness(const std::function<int()>& open, std::uint64_t byte) {
+  return LivenessFds::get().take(open, byte);
+}
+
+void detail::release_liveness(int fd) { LivenessFds::get().drop(fd); }
+
+int detail::pin_extent(int fd, std::uint64_t offset) { return ofd_lock(fd, F_RDLCK, offset, false); }
 
 void detail::forget_pools() {
   Registry& reg = store_registry();

@@ -21,6 +21,7 @@ std::deque<Workload>& registry() {
     for (auto& w : builtin::pool_publish_workloads()) d.push_back(std::move(w));
     for (auto& w : builtin::strategy_workloads()) d.push_back(std::move(w));
     for (auto& w : builtin::stream_workloads()) d.push_back(std::move(w));
+    for (auto& w : builtin::dist_slot_workloads()) d.push_back(std::move(w));
     for (auto& w : builtin::octree_workloads()) d.push_back(std::move(w));
     for (auto& w : builtin::undo_log_workloads()) d.push_back(std::move(w));
     return d;

@@ -23,6 +23,8 @@ std::vector<Workload> strategy_workloads();
 std::string strategy_workload_name(const std::string& strategy, const std::string& suffix);
 // pmem: streams (src/stream): the directory's writer path and commit word.
 std::vector<Workload> stream_workloads();
+// dist's partner-copy slot file (src/dist/files.*): begin, changed blocks, publish.
+std::vector<Workload> dist_slot_workloads();
 // The PM-octree (src/octree): time steps of an adaptive mesh, each committed
 // by persist(), and its broken variants (octree/internal.hpp).
 std::vector<Workload> octree_workloads();
