@@ -84,7 +84,7 @@ Octree::Impl::Ref Octree::Impl::alloc_block(const Octant* parent) {
   if (top || hot(region)) {
     r = reinterpret_cast<Ref>(slab_->alloc()) | 1;
     twin(r) = 0;
-    dram_changed_.push_back(r);  // the next commit gives it a twin
+    list_changed(r);  // the next commit gives it a twin
     if (!top) {
       Region& g = regions_[region];
       ++g.dram_blocks;

@@ -49,12 +49,13 @@ std::pair<std::uint64_t, std::uint64_t> subtree_keys(const Octant& o) {
 
 // The keys of the octants whose children the DRAM blocks changed since the
 // last persist hold, sorted: the commit below enters a DRAM block that kept
-// its twin only where one of them lies below. When most DRAM blocks
-// changed (a full rewrite) sorting would cost more than it saves: the commit
-// then enters every writable block.
+// its twin only where one of them lies below. When more than a quarter of
+// the DRAM blocks changed (a rewrite of most of the tree) the walk saves
+// little and the sort costs more: the commit then enters every writable
+// block.
 void Octree::Impl::sort_changed_keys() {
   changed_keys_.clear();
-  commit_prunes_ = dram_changed_.size() <= slab_->in_use() / 4;
+  commit_prunes_ = !changed_overflow_ && dram_changed_.size() <= slab_->in_use() / 4;
   if (!commit_prunes_) return;
   for (const Ref r : dram_changed_)
     if (const std::uint64_t code = hdr(r)->code; code != kNoParent) changed_keys_.push_back(morton_key(unpack(code)));
@@ -228,6 +229,7 @@ Result<PersistStats> Octree::Impl::persist() {
     // Every DRAM block the committed version reaches has its twin now (the
     // list is kept until here: a failed persist leaves it for the next).
     dram_changed_.clear();
+    changed_overflow_ = false;
     for (auto& [code, g] : regions_) g.cold_now = false;
     // The subtree level of C0 regions follows the tree (seed Eq. 1).
     transform_layout();

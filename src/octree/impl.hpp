@@ -186,6 +186,11 @@ class Octree::Impl {
   // listed blocks hold, sorted; the commit enters a DRAM block that kept its
   // twin only if a key lies in its subtree.
   std::vector<std::uint64_t> changed_keys_;
+  // More blocks listed than the commit would sort (a quarter of the DRAM
+  // blocks): the list stops growing and the next commit enters every
+  // writable block (a tree that is refined and coarsened for many steps
+  // between persists lists each new block).
+  bool changed_overflow_ = false;
   bool commit_prunes_ = false;       // commit: enter only DRAM blocks with a changed key below
   std::uint64_t commit_visits_ = 0;  // blocks the commit walk entered (PersistStats::blocks_visited)
   detail::DramSlab* slab_ = nullptr;
@@ -300,13 +305,20 @@ class Octree::Impl {
     const int b = kMaxLevel - level;
     return static_cast<int>(((o.x >> b) & 1u) | (((o.y >> b) & 1u) << 1) | (((o.z >> b) & 1u) << 2));
   }
+  // A DRAM block lost its twin: listed for the next commit.
+  void list_changed(Ref r) {
+    if (dram_changed_.size() > slab_->in_use() / 4 + 64)
+      changed_overflow_ = true;
+    else
+      dram_changed_.push_back(r);
+  }
   // Every store into a block of the working version: a DRAM block loses its
   // twin (it differs from it now); a pool block counts as an NVM write.
   void touch(Ref r) {
     if (detail::in_dram(r)) {
       // Listed when it loses its twin (the broken stale_twin variant keeps
       // the twin, so its blocks are listed at every store).
-      if (twin(r) != 0 || internal_.stale_twin) dram_changed_.push_back(r);
+      if (twin(r) != 0 || internal_.stale_twin) list_changed(r);
       if (!internal_.stale_twin) twin(r) = 0;
     } else {
       ++nvm_store_lines_;
