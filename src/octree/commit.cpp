@@ -64,13 +64,13 @@ void Octree::Impl::sort_changed_keys() {
 }
 
 // The committed version's blocks for the child block c (keys: the changed
-// keys in the subtree of the octant whose children it holds). A DRAM block that kept its twin and has
-// no changed block below is the twin in the committed version: neither it
-// nor its children's committed refs changed (every store drops the twin and
-// lists the block, and a child's new twin or a new child is a store). Pool
-// blocks of the working generation are entered: the working version wrote
-// them (the paths to DRAM copied by the last commit among them), so there
-// are as many as were written.
+// keys in the subtree of the octant whose children it holds). A DRAM block
+// that kept its twin and has no changed block below is the twin in the
+// committed version: neither it nor its children's committed refs changed
+// (every store drops the twin and lists the block, and a child's new twin
+// or a new child is a store). Pool blocks of the working generation are
+// entered: the working version wrote them (the paths to DRAM copied by the
+// last commit among them), so there are as many as were written.
 std::pair<Octree::Impl::Ref, Octree::Impl::Ref> Octree::Impl::commit_child(Ref c, KeyRange keys) {
   if (c == 0 || !writable(c)) return {c, c};
   if (in_dram(c) && commit_prunes_ && twin(c) != 0 && keys.first == keys.second) return {twin(c), c};
