@@ -213,6 +213,13 @@ Result<void> SlotStore::attach_existing(const Layout& layout, const std::string&
         return make_error(Errc::corrupted, path_ + ": the checksum tables run into the slot areas");
       crc_offset_[0] = first;
       crc_offset_[1] = first + table_bytes_;
+      const std::uint64_t word = h.version_word;
+      if (word != 0 && h.slot_meta[word & 1].version != word >> 1)
+        return make_error(Errc::corrupted, path_ + ": the version word names version " + std::to_string(word >> 1) +
+                                               " in slot " + std::to_string(word & 1) + ", which holds version " +
+                                               std::to_string(h.slot_meta[word & 1].version) +
+                                               ": the commit record is damaged. Do not resume from this pool: "
+                                               "restore the state from a copy, or start again after removing it");
     }
   } else {
     area_bytes_ = 0;  // never touch slots of a foreign layout
@@ -281,7 +288,8 @@ Result<void> SlotStore::write_pointers_nodrain(int k, const std::vector<PointerR
     pool_->memcpy_nodrain(pool_->at(h->pointers_offset[k]), records.data(), records.size() * sizeof(PointerRecord));
   // The slot's count and layout hash become durable with the table, before
   // publish() stores the version word naming slot k.
-  const StateHeader::SlotMeta meta{records.size(), layout_->hash(), checksummed() && sealing_ ? 1u : 0u};
+  const StateHeader::SlotMeta meta{records.size(), layout_->hash(), checksummed() && sealing_ ? 1u : 0u,
+                                   h->slot_meta[k].version};
   pool_->memcpy_nodrain(&h->slot_meta[k], &meta, sizeof meta);
   return {};
 }
@@ -369,6 +377,9 @@ Result<void> SlotStore::verify_region(std::size_t region, int k, const std::byte
 Result<void> SlotStore::publish(std::uint64_t version, int slot) {
   // Every write-back behind this version succeeded, or the word is never
   // stored; if the word's own write-back fails, the previous word is put back.
+  // The slot's own record of its version, durable with its data (commit_word
+  // drains first).
+  if (checksummed()) pool_->memcpy_nodrain(&header()->slot_meta[slot & 1].version, &version, sizeof version);
   pool_->marker(devices::Marker::commit_begin, "version word");
   auto r = pool_->commit_word(&header()->version_word, (version << 1) | static_cast<std::uint64_t>(slot & 1),
                               "version " + std::to_string(version));

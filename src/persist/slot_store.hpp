@@ -38,7 +38,10 @@
 // thread and the next commit waits for that check (verify_region()). A
 // version whose bytes differ from its checksums is Errc::corrupted, never a
 // silently different state. Format 2 pools (no tables) are still read, and
-// keep being written, without checksums.
+// keep being written, without checksums. Each slot also records the version
+// it holds, which must agree with the version word: a flipped bit of the word
+// (naming the other slot, or another number) is Errc::corrupted at open, not
+// the older slot's bytes restored under the newer number.
 //
 // Pointers into cairn-owned regions can only be registered after open(), when
 // the pool already exists, so each pointer table has a fixed capacity chosen
@@ -85,6 +88,7 @@ struct StateHeader {
     std::uint64_t pointer_count;
     std::uint64_t layout_hash;  // Layout::hash() at the commit, pointers included
     std::uint64_t sealed;       // format 3: 1 if the checksum table holds this version's checksums
+    std::uint64_t version;      // format 3: the version the slot holds, checked against the version word
   } slot_meta[2];
 };
 static_assert(offsetof(StateHeader, version_word) % 64 == 0);

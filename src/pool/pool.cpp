@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "util/hash.hpp"
@@ -70,6 +71,50 @@ bool table_checksum_ok(const RootTable& t) { return checksum64(&t, offsetof(Root
 
 void seal(PoolHeader& h) { h.checksum = checksum64(&h, offsetof(PoolHeader, checksum)); }
 void seal(RootTable& t) { t.checksum = checksum64(&t, offsetof(RootTable, checksum)); }
+
+// The selector word. Pools of earlier cairn hold the bare table index (0 or
+// 1), where one flipped bit names the other, older table and reopens the pool
+// silently at older roots. Every publish now stores a self-checking word:
+//   bit 0        the live table
+//   bits 1..40   the low 40 bits of that table's generation
+//   bits 41..62  a check of bits 0..40 (22 bits of a hash)
+//   bit 63       1 (marks the form)
+// so a flipped bit fails the check (the word is then corrected if exactly one
+// flip of it checks and names a valid table of that generation), and a word
+// that checks must agree with the table it names. Still one aligned 8-byte
+// store: the commit point does not change. An earlier cairn reads such a word
+// as "not 0 or 1" and takes the valid table of the newest generation.
+constexpr std::uint64_t kSelectorMark = std::uint64_t{1} << 63;
+constexpr std::uint64_t kSelectorGenerationMask = (std::uint64_t{1} << 40) - 1;
+constexpr std::uint64_t kSelectorLowMask = (std::uint64_t{1} << 41) - 1;
+constexpr std::uint64_t kSelectorCheckMask = (std::uint64_t{1} << 22) - 1;
+
+struct SelectorWord {
+  int table;
+  std::uint64_t generation;  // its low 40 bits
+};
+
+std::uint64_t selector_check(std::uint64_t low) {
+  return util::hash_bytes(&low, sizeof low, 0x73656c6563746f72ULL) & kSelectorCheckMask;
+}
+
+std::uint64_t encode_selector(int table, std::uint64_t generation) {
+  const std::uint64_t low = static_cast<std::uint64_t>(table & 1) | ((generation & kSelectorGenerationMask) << 1);
+  return kSelectorMark | (selector_check(low) << 41) | low;
+}
+
+std::optional<SelectorWord> decode_selector(std::uint64_t word) {
+  const std::uint64_t low = word & kSelectorLowMask;
+  if ((word & kSelectorMark) == 0 || ((word >> 41) & kSelectorCheckMask) != selector_check(low)) return std::nullopt;
+  return SelectorWord{static_cast<int>(low & 1), low >> 1};
+}
+
+// The table a selector word names (either form), or -1.
+int selector_table(std::uint64_t word) {
+  if (word <= 1) return static_cast<int>(word);
+  const auto s = decode_selector(word);
+  return s ? s->table : -1;
+}
 
 devices::FlushMode resolve_mode(devices::FlushMode requested, bool is_pmem, int fd) {
   if (requested == devices::FlushMode::automatic) {
@@ -174,6 +219,43 @@ Result<int> choose_table(const std::string& path, std::uint64_t selector, const 
   const bool ok[2] = {health.table0_ok, health.table1_ok};
   if (!ok[0] && !ok[1])
     return make_error(Errc::corrupted, path + ": both root tables fail their checksums; the roots cannot be trusted");
+  const RootTable* tables[2] = {&t0, &t1};
+  // A self-checking selector names a table and its generation (see
+  // encode_selector): it must agree with a valid table of that generation.
+  const auto names_valid = [&](const SelectorWord& s) {
+    return ok[s.table] && (tables[s.table]->generation & kSelectorGenerationMask) == s.generation;
+  };
+  if (const auto s = decode_selector(selector)) {
+    if (ok[s->table] && !names_valid(*s))
+      return make_error(Errc::corrupted,
+                        path + ": the root selector names root table " + std::to_string(s->table) + " of generation " +
+                            std::to_string(s->generation) +
+                            ", which that table does not hold; the pool's commit record is damaged: restore the "
+                            "state from a copy of the pool");
+    selector = static_cast<std::uint64_t>(s->table);  // a damaged named table: as below
+  }
+  if ((selector & kSelectorMark) != 0 || selector > 1) {
+    // Damaged, as a self-checking word: one flipped bit is corrected when
+    // exactly one flip of the word checks and names a valid table.
+    std::optional<SelectorWord> only;
+    int found = 0;
+    for (int bit = 0; bit < 64; ++bit)
+      if (const auto s = decode_selector(selector ^ (std::uint64_t{1} << bit)); s && names_valid(*s)) {
+        only = s;
+        ++found;
+      }
+    if (found == 1) {
+      health.problems.push_back("the root selector had one damaged bit; it names root table " +
+                                std::to_string(only->table) + " of generation " + std::to_string(only->generation) +
+                                " once corrected");
+      health.live_table = only->table;
+      return only->table;
+    }
+    if ((selector & kSelectorMark) != 0)
+      return make_error(Errc::corrupted, path + ": the root selector is damaged beyond correction (" +
+                                             std::to_string(found) +
+                                             " candidates); restore the state from a copy of the pool");
+  }
   int live;
   if (selector > 1) {
     health.problems.push_back("root selector holds " + std::to_string(selector) +
@@ -304,8 +386,8 @@ Result<std::unique_ptr<Pool>> Pool::create(const std::string& path, CreateOption
   std::byte* b = pool->base_;
   pool->memcpy_nodrain(b + kRootTable0, &t0, sizeof t0);
   pool->memcpy_nodrain(b + kRootTable1, &t1, sizeof t1);
-  std::uint64_t zero = 0;
-  pool->memcpy_nodrain(b + kSelectorOffset, &zero, sizeof zero);
+  const std::uint64_t zero = 0, first = encode_selector(0, t0.generation);
+  pool->memcpy_nodrain(b + kSelectorOffset, &first, sizeof first);
   pool->memcpy_nodrain(b + kHighWaterOffset, &zero, sizeof zero);
   pool->memcpy_nodrain(b + kHeaderCopy1, &h, sizeof h);
   pool->memcpy_nodrain(b + kHeaderCopy0, &h, sizeof h);
@@ -435,17 +517,16 @@ std::vector<std::string> part_problems(const Health& h, const PoolHeader (&hdr)[
   }
   if (!h.selector_read)
     missing.push_back("the root selector");
-  else if (h.selector > 1)
-    out.push_back("the root selector holds " + std::to_string(h.selector) + " (not 0 or 1)");
+  else if (h.selector > 1 && !decode_selector(h.selector))
+    out.push_back("the root selector holds " + std::to_string(h.selector) +
+                  " (neither 0 or 1 nor a self-checking word: it is damaged)");
   const bool table_ok[2] = {h.table0_ok, h.table1_ok};
   for (int i = 0; i < 2; ++i) {
     if (!h.table_read[i])
       missing.push_back("root table " + std::to_string(i));
     else if (!table_ok[i])
       out.push_back("root table " + std::to_string(i) + " fails its checksum" +
-                    (h.selector_read && h.selector == static_cast<std::uint64_t>(i)
-                         ? " (it is the one the selector names)"
-                         : ""));
+                    (h.selector_read && selector_table(h.selector) == i ? " (it is the one the selector names)" : ""));
   }
   if (!missing.empty()) {
     std::string parts;
@@ -584,12 +665,12 @@ Result<void> Pool::publish_roots(const std::vector<std::pair<unsigned, RootSlot>
   memcpy_nodrain(table(next), &t, sizeof t);
   marker(devices::Marker::root_publish, "root table written");
   // 2. the commit point: one aligned 8-byte store.
-  if (auto r = commit_word(selector(), static_cast<std::uint64_t>(next),
+  if (auto r = commit_word(selector(), encode_selector(next, t.generation),
                            "the root table of generation " + std::to_string(t.generation));
       !r.ok())
     return r;
   health_.live_table = next;
-  health_.selector = static_cast<std::uint64_t>(next);
+  health_.selector = encode_selector(next, t.generation);
   ++roots_published_;
   return {};
 }

@@ -144,7 +144,7 @@ TEST(Pool, DamagedLiveTableFallsBackToOtherCopy) {
     in.seekg(kSelectorOffset);
     in.read(reinterpret_cast<char*>(&sel), 8);
   }
-  const std::size_t live_at = sel == 0 ? kRootTable0 : kRootTable1;
+  const std::size_t live_at = (sel & 1) == 0 ? kRootTable0 : kRootTable1;  // bit 0 names the table
   std::uint64_t junk = 0xdeadbeef;
   write_bytes(path, live_at + 16 + 8, &junk, 8);  // corrupt slot 0's version
   auto opened = Pool::open(path);
@@ -153,7 +153,52 @@ TEST(Pool, DamagedLiveTableFallsBackToOtherCopy) {
   EXPECT_FALSE(opened.value()->health().problems.empty());
   auto health = Pool::inspect(path);
   ASSERT_TRUE(health.ok());
-  EXPECT_FALSE(sel == 0 ? health->table0_ok : health->table1_ok);
+  EXPECT_FALSE((sel & 1) == 0 ? health->table0_ok : health->table1_ok);
+}
+
+// Every single flipped bit of the selector word is corrected (the same roots,
+// with a problem noted) or refused with a typed error: never the other,
+// older table's roots. Pools of earlier cairn (a bare 0 or 1) still open.
+TEST(Pool, EverySelectorBitFlipIsCorrectedOrRefused) {
+  TempDir dir;
+  const auto path = dir.file("p");
+  {
+    auto pool = make_pool(path);
+    for (std::uint64_t v = 1; v <= 3; ++v) ASSERT_TRUE(pool->publish_root(0, kArenaOffset, v).ok());
+  }
+  std::uint64_t sel = 0;
+  {
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(kSelectorOffset);
+    in.read(reinterpret_cast<char*>(&sel), 8);
+  }
+  ASSERT_GT(sel, 1u) << "a publish stores the self-checking form";
+  int corrected = 0;
+  for (int bit = 0; bit < 64; ++bit) {
+    const std::uint64_t damaged = sel ^ (std::uint64_t{1} << bit);
+    write_bytes(path, kSelectorOffset, &damaged, 8);
+    auto opened = Pool::open(path);
+    if (!opened.ok()) {
+      EXPECT_EQ(opened.error().code, Errc::corrupted) << "bit " << bit << ": " << opened.error().message;
+      continue;
+    }
+    EXPECT_EQ(opened.value()->root(0).version, 3u) << "bit " << bit << " reopened the pool at older roots";
+    EXPECT_FALSE(opened.value()->health().problems.empty()) << "bit " << bit;
+    ++corrected;
+  }
+  EXPECT_GE(corrected, 60) << "single flipped bits are corrected";
+  // The form of earlier cairn: the bare index of the live table.
+  const std::uint64_t legacy = sel & 1;
+  write_bytes(path, kSelectorOffset, &legacy, 8);
+  auto opened = Pool::open(path);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  EXPECT_EQ(opened.value()->root(0).version, 3u);
+  EXPECT_TRUE(opened.value()->health().problems.empty());
+  ASSERT_TRUE(opened.value()->publish_root(0, kArenaOffset, 4).ok());
+  opened.value().reset();
+  auto again = Pool::open(path);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.value()->root(0).version, 4u);
 }
 
 // inspect() reads every part on its own: a truncated pool is still described

@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "cairn/extended/device.hpp"
+#include "cairn/extended/pool.hpp"
 #include "cairn/persist.hpp"
+#include "persist/slot_store.hpp"
 #include "persist/strategy.hpp"
 #include "tests/support/patterns.hpp"
 #include "tests/support/syscall_faults.hpp"
@@ -660,6 +662,59 @@ TEST_P(Conformance, DamagedPayloadIsATypedErrorNeverADifferentState) {
       auto again = ctx->commit();
       ASSERT_FALSE(again.ok()) << "the refusal must hold until the next restore";
     }
+  }
+}
+
+// Every flipped bit of the version word (the commit point of the pool
+// strategies) is a typed error at open or restore, never the other slot's
+// bytes or another version number: each slot records the version it holds.
+TEST_P(Conformance, EveryVersionWordBitFlipIsATypedError) {
+  const auto* reg = detail::find_registration(GetParam());
+  ASSERT_NE(reg, nullptr);
+  if (reg->crash != detail::CrashHarness::pool) GTEST_SKIP() << GetParam() << " keeps no SlotStore version word";
+  constexpr std::size_t kBytes = 8192;
+  {
+    MAKE_OR_FAIL(ctx);
+    auto* a = ctx->dual_region("a", kBytes).value();
+    ASSERT_TRUE(ctx->open().ok());
+    for (std::uint64_t v = 1; v <= 3; ++v) {
+      fill(a->write(), kBytes, v);
+      ASSERT_TRUE(ctx->commit().ok());
+    }
+  }
+  const std::string path = dir_.path() + "/state.pool";
+  std::uint64_t word_at = 0;
+  {
+    auto pool = pool::Pool::open(path);
+    ASSERT_TRUE(pool.ok()) << pool.error().message;
+    word_at = pool.value()->root(0).offset + offsetof(detail::StateHeader, version_word);
+  }
+  std::uint64_t word = 0;
+  {
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(word_at));
+    in.read(reinterpret_cast<char*>(&word), sizeof word);
+  }
+  ASSERT_EQ(word >> 1, 3u);
+  for (int bit = 0; bit < 64; ++bit) {
+    flip_bit(path, word_at + static_cast<std::size_t>(bit / 8), bit % 8);
+    {
+      MAKE_OR_FAIL(ctx);
+      auto* a = ctx->dual_region("a", kBytes).value();
+      auto opened = ctx->open();
+      if (opened.ok()) {
+        auto r = ctx->restore();
+        if (r.ok()) {
+          EXPECT_EQ(r.value(), 3u) << "bit " << bit;
+          EXPECT_TRUE(matches(a->read(), kBytes, 3)) << "bit " << bit;
+        } else {
+          EXPECT_EQ(r.error().code, Errc::corrupted) << "bit " << bit << ": " << r.error().message;
+        }
+      } else {
+        EXPECT_EQ(opened.error().code, Errc::corrupted) << "bit " << bit << ": " << opened.error().message;
+      }
+    }
+    flip_bit(path, word_at + static_cast<std::size_t>(bit / 8), bit % 8);  // undone for the next bit
   }
 }
 
