@@ -1,8 +1,11 @@
 // octree_kill_test.cpp — the PM-octree under real SIGKILLs: a child runs a
 // deterministic mesh loop (Octree::create, then per step refine, coarsen,
 // balance, updates and collections, and persist) on a pool file in /dev/shm
-// and is killed after random delays, round after round; each restart restores
-// and continues. Every restore must give the last version whose persist
+// and is killed round after round, each kill at a point the child announces
+// (a seeded step, at its start or as its persist begins: the kill lands there
+// or a little later, whatever the machine's load, and never after the run's
+// end, which a child that was asked to be killed waits at); each restart
+// restores and continues. Every restore must give the last version whose persist
 // returned (or the one in flight), equal to the uninterrupted run's at that
 // version, and the run finished after the kills must end on its checksum.
 #include <gtest/gtest.h>
@@ -41,9 +44,23 @@ ot::Options options() {
   return o;
 }
 
+// What a child tells its parent, and where the parent wants it killed.
+struct Shared {
+  std::atomic<std::uint64_t> committed;  // the last version whose persist returned
+  std::atomic<std::uint64_t> kill_step;  // announce reaching this step ...
+  std::atomic<int> kill_phase;           // ... at its start (0) or as its persist begins (1)
+  std::atomic<int> reached;              // the child has passed the kill point
+};
+
+void announce(Shared* shared, unsigned s, int phase) {
+  if (shared != nullptr && shared->kill_step.load() == s && shared->kill_phase.load() == phase)
+    shared->reached.store(1);
+}
+
 // Step s makes version s + 1. Its choices depend on the seed and s alone, so a
 // run restored at any version continues exactly as the uninterrupted one.
-Result<void> time_step(ot::Octree& t, unsigned s) {
+Result<void> time_step(ot::Octree& t, unsigned s, Shared* shared = nullptr) {
+  announce(shared, s, 0);
   Rng rng(mix_seed(kSeed, s, 0x0c7));
   if (s == 0) {
     if (auto r = t.uniform(4,
@@ -89,16 +106,12 @@ Result<void> time_step(ot::Octree& t, unsigned s) {
       });
       !r.ok())
     return r;
+  announce(shared, s, 1);
   auto p = t.persist();
   if (!p.ok()) return std::move(p).error();
   if (t.version() != s + 1) return make_error(Errc::corrupted, "persist made version " + std::to_string(t.version()));
   return {};
 }
-
-// What a child tells its parent.
-struct Shared {
-  std::atomic<std::uint64_t> committed;  // the last version whose persist returned
-};
 
 // The child: restore (or create, if nothing was ever committed) and run to the end.
 [[noreturn]] void child(const std::string& path, Shared* shared) {
@@ -113,28 +126,29 @@ struct Shared {
     t = std::move(r.value());
   }
   for (unsigned s = static_cast<unsigned>(t->version()); s < kSteps; ++s) {
-    if (!time_step(*t, s).ok()) _exit(5);
+    if (!time_step(*t, s, shared).ok()) _exit(5);
     shared->committed.store(t->version());
   }
+  // Asked to be killed: the kill lands before the run is over.
+  while (shared->reached.load() != 0) pause();
   _exit(0);
 }
 
-// Kills the child after `delay` (if it is still running); "killed" or "exited",
-// else what went wrong.
-std::string kill_after(pid_t pid, std::chrono::nanoseconds delay) {
-  const auto until = Clock::now() + delay;
+// Kills the child as soon as it announces its kill point; "killed", or
+// "exited" if it ended first (it had nothing left to do), else what went wrong.
+std::string kill_at_point(pid_t pid, Shared* shared) {
   int status = 0;
   for (;;) {
     const pid_t w = waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) return std::string("waitpid: ") + std::strerror(errno);
-    if (Clock::now() >= until) {
+    if (shared->reached.load() != 0) {
       ::kill(pid, SIGKILL);
       while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
       break;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::this_thread::sleep_for(std::chrono::microseconds(100));  // polling the announcement, not a delay
   }
   if (WIFSIGNALED(status)) return WTERMSIG(status) == SIGKILL ? "killed" : strsignal(WTERMSIG(status));
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "exited";
@@ -232,14 +246,18 @@ TEST_F(RealKillOctreeLoop, EveryRestoreAfterASigkillContinuesToTheUninterruptedR
     const std::string path = dir_.file("run" + std::to_string(round) + ".pool");
     shared_->committed.store(0);
     for (unsigned k = 0; k < kKillsPerRound && !HasFailure(); ++k) {
+      // A step the child has still to run (from the one it restores at),
+      // at its start or in its persist; the last round's last child runs to
+      // the end unasked.
+      const std::uint64_t from = shared_->committed.load();
+      const bool last = k + 1 == kKillsPerRound;
+      shared_->kill_step.store(last ? kSteps : from + rng.below(std::max<std::uint64_t>(1, (kSteps - from) / 2)));
+      shared_->kill_phase.store(static_cast<int>(rng.below(2)));
+      shared_->reached.store(0);
       const pid_t pid = fork();
       ASSERT_GE(pid, 0);
       if (pid == 0) child(path, shared_);
-      // Anywhere from the start (a kill during restore or its collection) to
-      // past the end of what is left.
-      const auto delay = std::chrono::nanoseconds(rng.below(
-          static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(full_).count()) / 3 + 1));
-      const std::string how = kill_after(pid, delay);
+      const std::string how = kill_at_point(pid, shared_);
       ASSERT_TRUE(how == "killed" || how == "exited") << "round " << round << ": the child died: " << how;
       kills += how == "killed";
       const std::uint64_t v = check_restore(path);
