@@ -64,10 +64,9 @@ void make_error_classes(py::module_& m) {
     const std::string qualified = "cairn." + name;
     // The builtin counterparts too, so that `except FileNotFoundError` and
     // `except ValueError` catch what they would catch from Python's own calls.
-    py::tuple bases =
-        code == Errc::not_found          ? py::make_tuple(py::handle(g_error_base), py::handle(PyExc_FileNotFoundError))
-        : code == Errc::invalid_argument ? py::make_tuple(py::handle(g_error_base), py::handle(PyExc_ValueError))
-                                         : py::make_tuple(py::handle(g_error_base));
+    py::tuple bases = py::make_tuple(py::handle(g_error_base));
+    if (code == Errc::not_found) bases = py::make_tuple(py::handle(g_error_base), py::handle(PyExc_FileNotFoundError));
+    if (code == Errc::invalid_argument) bases = py::make_tuple(py::handle(g_error_base), py::handle(PyExc_ValueError));
     const std::string doc = std::string("cairn error '") + errc_name(code) + "' (CAIRN_E_" + errc_name(code) +
                             " in the C API, upper case).";
     PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), doc.c_str(), bases.ptr(), nullptr);
