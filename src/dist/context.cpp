@@ -15,6 +15,7 @@
 #include "dist/protection.hpp"
 #include "dist/supervise.hpp"
 #include "util/hash.hpp"
+#include "util/io.hpp"
 
 namespace cairn::dist {
 namespace {
@@ -176,7 +177,8 @@ Result<Options> Context::place(Options options, const detail::Topology& t) {
   options.persist.dir = detail::node_dir(dir.value(), t);
   std::error_code ec;
   if (t.simulated) std::filesystem::create_directories(options.persist.dir, ec);
-  if (!options.pfs_dir.empty()) std::filesystem::create_directories(options.pfs_dir, ec);
+  if (!options.pfs_dir.empty())
+    if (auto r = util::create_directories_durably(options.pfs_dir, "the flush directory"); !r.ok()) return r.error();
   return options;
 }
 

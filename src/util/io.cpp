@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 namespace cairn::util {
 
@@ -209,6 +210,31 @@ std::uint64_t memory_available() {
   while (in >> key >> kib >> unit)
     if (key == "MemAvailable:") return kib * 1024;
   return 0;
+}
+
+Result<void> create_directories_durably(const std::string& dir, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> created;
+  fs::path p = fs::path(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  for (; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    created.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  ec.clear();
+  fs::create_directories(dir, ec);
+  if (ec) return errno_error(dir, "create " + what, ec.value());
+  for (const auto& d : created) {
+    const std::string parent = d.has_parent_path() ? d.parent_path().string() : ".";
+    const int fd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int err = fd < 0 ? errno : ::fsync(fd) != 0 ? errno : 0;
+    if (fd >= 0) ::close(fd);
+    if (err != 0)
+      return errno_error(parent, "fsync the parent of " + what + " " + d.string(), err,
+                         "whether the new directory survives a power failure is unknown");
+  }
+  return {};
 }
 
 }  // namespace cairn::util

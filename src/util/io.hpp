@@ -92,6 +92,16 @@ using FillPath = std::function<Result<void>(const std::string& tmp)>;
 Result<void> write_file_atomically_by_name(const std::string& path, const FillPath& fill,
                                            const AtomicFileOptions& o = {}, WriteStep* failed_at = nullptr);
 
+// Creates `dir` and the missing directories above it (as
+// std::filesystem::create_directories), each new one made durable by an fsync
+// of its parent: a directory is an entry of its parent, and without that a
+// power failure may take it away with every file later committed into it
+// (found by the crash explorer, tests/crashsim: the file strategy, dist's
+// flush directory, stage out). `what` names the directory in errors. A
+// directory another process is creating at the same time may be found before
+// its creator's fsync: the caller orders that (dist: an agreement).
+Result<void> create_directories_durably(const std::string& dir, const std::string& what);
+
 // Bytes the kernel reports as available for new allocations (MemAvailable in
 // /proc/meminfo), 0 if unknown.
 std::uint64_t memory_available();

@@ -180,6 +180,12 @@ std::vector<Share> shares() {
       out.push_back({r.name, FsModel::posix, 0.1});
       out.push_back({r.name, FsModel::ordered, 0.01});
     }
+  // dist's flushed versions and their retention (issue 41).
+  out.push_back({"dist_flush", FsModel::posix, 0.01});
+  out.push_back({"dist_flush", FsModel::ordered, 0.004});
+  // cairn stage out of a stream (issue 41).
+  out.push_back({"stage_out", FsModel::posix, 0.02});
+  out.push_back({"stage_out", FsModel::ordered, 0.005});
   return out;
 }
 
@@ -248,7 +254,9 @@ INSTANTIATE_TEST_SUITE_P(All, FsVariants,
                                            VariantCase{"file.fsync_after_rename", FsModel::posix},
                                            VariantCase{"file.fsync_after_rename", FsModel::ordered},
                                            VariantCase{"file.trust_tmp", FsModel::posix},
-                                           VariantCase{"file.trust_header", FsModel::posix}),
+                                           VariantCase{"file.trust_header", FsModel::posix},
+                                           VariantCase{"dist_flush.no_tmp_fsync", FsModel::posix},
+                                           VariantCase{"stage_out.no_tmp_fsync", FsModel::posix}),
                          [](const ::testing::TestParamInfo<VariantCase>& p) {
                            std::string name = std::string(p.param.workload) + "_" + model_name(p.param.model);
                            for (char& ch : name)

@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -18,9 +20,12 @@
 #include <sstream>
 
 #include "cairn/persist.hpp"
+#include "cairn/stream.hpp"
+#include "dist/files.hpp"
 #include "tests/crashsim/fs_record.hpp"
 #include "tests/crashsim/workloads/context_state.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "util/io.hpp"
 
 namespace cairn::testing::crashsim::fs {
 namespace {
@@ -31,16 +36,33 @@ namespace {
 using builtin::ContextState;
 constexpr std::size_t kDualBytes = ContextState::kDualBytes, kPlainBytes = ContextState::kPlainBytes;
 constexpr const char* kName = "state";
-// Measured: about this many checked states per recorded commit (depth 1 and 2).
-constexpr double kStatesPerStep[2] = {500, 120};  // posix, ordered
+// Measured: about this many checked states per recorded commit (depth 1 and
+// 2), per target (file strategy, dist flush, stage out) and model (posix,
+// ordered).
+constexpr double kStatesPerStep[3][2] = {{500, 120}, {110, 75}, {50, 40}};
 
 std::string ckpt_name(std::uint64_t v) { return std::string(kName) + "." + std::to_string(v) + ".ckpt"; }
 
-// A persist::Context of strategy `file` on a directory, with the state and
-// DRAM mirror of the other strategy workloads (workloads/context_state.hpp).
+// What the explorer runs on a directory: a structure whose commits are file
+// operations. open() may create the directory; recover() is what a restart
+// sees (nothing committed: nullopt); prepare() changes the state and returns
+// the version a commit of it makes; commit_name(v) is the file whose name in
+// a crash state is v's commit point (the rename).
 class Session {
  public:
-  Result<void> open(const std::string& dir) {
+  virtual ~Session() = default;
+  virtual Result<void> open(const std::string& dir) = 0;
+  virtual Result<std::optional<Version>> recover() = 0;
+  virtual Result<Version> prepare(Rng& rng, bool all) = 0;
+  virtual Result<void> commit() = 0;
+  virtual std::string commit_name(const Version& v) const = 0;
+};
+
+// A persist::Context of strategy `file` on a directory, with the state and
+// DRAM mirror of the other strategy workloads (workloads/context_state.hpp).
+class FileSession final : public Session {
+ public:
+  Result<void> open(const std::string& dir) override {
     persist::Options o;
     o.strategy = "file";
     o.name = kName;
@@ -50,20 +72,179 @@ class Session {
     if (auto r = state_.context().open(); !r.ok()) return r;
     return state_.register_pointers();
   }
-
-  std::optional<std::uint64_t> committed() { return state_.context().committed_version(); }
-  Result<Version> restore() { return state_.restore(); }
-  // Starts an iteration and changes a few words (or everything), pointers too.
-  Result<void> mutate(Rng& rng, bool all) {
-    return state_.change(rng, [all] { return all; });
+  Result<std::optional<Version>> recover() override {
+    if (!state_.context().committed_version()) return std::optional<Version>{};
+    auto got = state_.restore();
+    if (!got.ok()) return std::move(got).error();
+    return std::optional<Version>(std::move(got.value()));
   }
-  std::uint64_t next_version() { return state_.context().version() + 1; }
-  Result<std::uint64_t> commit() { return state_.context().commit(); }
-  Version version(std::uint64_t number) const { return state_.version(number); }
+  // Starts an iteration and changes a few words (or everything), pointers too.
+  Result<Version> prepare(Rng& rng, bool all) override {
+    if (auto r = state_.change(rng, [all] { return all; }); !r.ok()) return r.error();
+    return state_.version(state_.context().version() + 1);
+  }
+  Result<void> commit() override {
+    auto c = state_.context().commit();
+    if (!c.ok()) return std::move(c).error();
+    return {};
+  }
+  std::string commit_name(const Version& v) const override { return ckpt_name(v.number); }
 
  private:
   ContextState state_;
 };
+
+// dist's flush of a rank's versions to the shared directory (PfsFlusher,
+// src/dist/files.cpp, MPI-free): each commit writes version V of a payload
+// through util::write_file_atomically (temporary, fsync, rename, directory
+// fsync) on the flusher's thread, then removes all but the two newest. What a
+// restart sees: every version the directory lists, each read back and
+// verified as restore reads it; the state is the two newest (restore takes
+// the newest every rank holds, falling back to the one before when it is
+// damaged or another rank lacks it), so both must be there and whole.
+class FlushSession final : public Session {
+ public:
+  Result<void> open(const std::string& dir) override {
+    // The flush directory as dist::Context::place makes it.
+    if (auto r = util::create_directories_durably(dir, "the flush directory"); !r.ok()) return r;
+    flusher_.emplace(dir, kName, 0, 1);
+    return {};
+  }
+  Result<std::optional<Version>> recover() override {
+    kept_.clear();
+    for (const std::uint64_t v : flusher_->versions()) {
+      std::vector<std::byte> payload;  // empty: any length, as amr-mpi reads it
+      if (auto r = flusher_->read(v, payload); !r.ok()) return r.error();
+      kept_.emplace_back(v, std::move(payload));
+    }
+    if (kept_.empty()) return std::optional<Version>{};
+    return std::optional<Version>(state(kept_));
+  }
+  // The next version: a few bytes changed, or a new payload of another length.
+  Result<Version> prepare(Rng& rng, bool all) override {
+    std::vector<std::byte> p = kept_.empty() ? std::vector<std::byte>{} : kept_.front().second;
+    if (all || p.empty()) {
+      p.resize(static_cast<std::size_t>(1000 + rng.below(9000)));
+      for (auto& b : p) b = static_cast<std::byte>(rng());
+    } else {
+      for (std::uint64_t n = 1 + rng.below(8); n > 0; --n) p[rng.below(p.size())] = static_cast<std::byte>(rng());
+    }
+    next_ = {kept_.empty() ? 1 : kept_.front().first + 1, std::move(p)};
+    auto after = kept_;
+    after.insert(after.begin(), next_);
+    return state(after);
+  }
+  Result<void> commit() override {
+    auto buffer = next_.second;
+    if (auto r = flusher_->start(next_.first, std::move(buffer)); !r.ok()) return r;
+    if (auto r = flusher_->wait(); !r.ok()) return r;
+    kept_.insert(kept_.begin(), next_);
+    if (kept_.size() > 2) kept_.resize(2);
+    return {};
+  }
+  std::string commit_name(const Version& v) const override {
+    return std::filesystem::path(flusher_->file(v.number)).filename().string();
+  }
+
+ private:
+  using Flushed = std::pair<std::uint64_t, std::vector<std::byte>>;  // version, payload
+  // The two newest: their numbers, lengths and payloads; numbered by the newest.
+  static Version state(const std::vector<Flushed>& newest_first) {
+    Version v;
+    v.number = newest_first.front().first;
+    for (std::size_t i = 0; i < std::min<std::size_t>(2, newest_first.size()); ++i) {
+      const std::uint64_t head[2] = {newest_first[i].first, newest_first[i].second.size()};
+      const auto* h = reinterpret_cast<const std::byte*>(head);
+      v.bytes.insert(v.bytes.end(), h, h + sizeof head);
+      v.bytes.insert(v.bytes.end(), newest_first[i].second.begin(), newest_first[i].second.end());
+    }
+    return v;
+  }
+  std::optional<dist::detail::PfsFlusher> flusher_;
+  std::vector<Flushed> kept_;  // newest first
+  Flushed next_;
+};
+
+// `cairn stage out` (stream::stage_out, src/stream/stage.cpp) of this
+// process's mem: streams, one stream "field", into the directory: each
+// commit writes a new version of the stream, then stages it out (temporary,
+// fsync, rename, directory fsync; the directory created by the first). What
+// a restart sees: the staged file, whose first 8 bytes number its version.
+// One stream only: a stage of several files renames them one by one, so a
+// crash may leave some new and some old, and the explorer's model is one
+// version at a time. The file keeps its name, so no name in a crash state
+// marks the commit point (commit_name is empty).
+class StageSession final : public Session {
+ public:
+  Result<void> open(const std::string& dir) override {
+    dir_ = dir;
+    return {};
+  }
+  Result<std::optional<Version>> recover() override {
+    const std::string path = dir_ + "/" + kStream;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT || errno == ENOTDIR) return std::optional<Version>{};
+      return util::errno_error(path, "open the staged file", errno);
+    }
+    struct stat st {};
+    std::vector<std::byte> bytes;
+    long long got = -1;
+    if (::fstat(fd, &st) == 0) {
+      bytes.resize(static_cast<std::size_t>(st.st_size));
+      got = util::pread_full(fd, bytes.data(), bytes.size(), 0);
+    }
+    ::close(fd);
+    if (got != static_cast<long long>(bytes.size()) || bytes.size() < 8)
+      return make_error(Errc::truncated, path + ": a staged file of " + std::to_string(bytes.size()) + " bytes");
+    Version v;
+    std::memcpy(&v.number, bytes.data(), 8);
+    v.bytes = std::move(bytes);
+    last_ = v;
+    return std::optional<Version>(std::move(v));
+  }
+  // The stream's next version: a few bytes changed, or new bytes of another
+  // length; written into the mem: stream now, staged by commit().
+  Result<Version> prepare(Rng& rng, bool all) override {
+    Version v = last_;
+    if (all || v.bytes.size() < 9) {
+      v.bytes.resize(static_cast<std::size_t>(9 + rng.below(9000)));
+      for (auto& b : v.bytes) b = static_cast<std::byte>(rng());
+    } else {
+      for (std::uint64_t n = 1 + rng.below(8); n > 0; --n)
+        v.bytes[8 + rng.below(v.bytes.size() - 8)] = static_cast<std::byte>(rng());
+    }
+    v.number = last_.number + 1;
+    std::memcpy(v.bytes.data(), &v.number, 8);
+    auto w = stream::Stream::open(std::string("mem:") + kStream, stream::Mode::write);
+    if (!w.ok()) return std::move(w).error();
+    if (std::fwrite(v.bytes.data(), 1, v.bytes.size(), w.value()->file()) != v.bytes.size())
+      return make_error(Errc::io_error, "writing the mem: stream");
+    if (auto r = w.value()->close(); !r.ok()) return r.error();
+    next_ = v;
+    return v;
+  }
+  Result<void> commit() override {
+    stream::StageOptions o;
+    o.threads = 1;
+    auto r = stream::stage_out("mem:", dir_, o);
+    if (!r.ok()) return std::move(r).error();
+    last_ = next_;
+    return {};
+  }
+  std::string commit_name(const Version&) const override { return {}; }
+
+ private:
+  static constexpr const char* kStream = "field";
+  std::string dir_;
+  Version last_, next_;
+};
+
+std::unique_ptr<Session> make_session(Target t) {
+  if (t == Target::pfs_flush) return std::make_unique<FlushSession>();
+  if (t == Target::stage_out) return std::make_unique<StageSession>();
+  return std::make_unique<FileSession>();
+}
 
 // ---- broken variants ----
 
@@ -190,13 +371,15 @@ std::string describe(const Version& got, const std::vector<Version>& versions) {
 
 // Checks one crash state; returns "" or why it fails. With `record`, the
 // recovery and the extra commit are recorded into out.log for depth 2.
-std::string check(Variant variant, const std::string& dir, const Image& img, const std::vector<Version>& versions,
+std::string check(const FsWorkload& w, const std::string& dir, const Image& img, const std::vector<Version>& versions,
                   Expect e, Rng ext, bool record, CheckOut& out) {
+  const Variant variant = w.variant;
   materialise(dir, img);
   const Version* last = e.last >= 0 ? &versions[static_cast<std::size_t>(e.last)] : nullptr;
   const Version* fly = e.in_flight >= 0 ? &versions[static_cast<std::size_t>(e.in_flight)] : nullptr;
-  // The commit point: the in-flight checkpoint's final name is in this state.
-  const bool point = fly != nullptr && img.files.count(ckpt_name(fly->number)) != 0;
+  // The commit point: the in-flight version's final name is in this state.
+  const std::string point_name = fly != nullptr ? make_session(w.target)->commit_name(*fly) : std::string();
+  const bool point = !point_name.empty() && img.files.count(point_name) != 0;
   std::string want = point  ? "only the in-flight version " + std::to_string(fly->number) + " (its rename is on disk)"
                      : last ? "version " + std::to_string(last->number) + " (last returned)" +
                                   (fly ? " or in-flight " + std::to_string(fly->number) : "")
@@ -224,22 +407,23 @@ std::string check(Variant variant, const std::string& dir, const Image& img, con
       if (on) (void)record_stop();
     }
   } guard{record};
-  Session s;
-  if (auto r = s.open(dir); !r.ok()) return "open failed: " + r.error().message + "; wanted " + want;
-  if (!s.committed()) {
+  auto s = make_session(w.target);
+  if (auto r = s->open(dir); !r.ok()) return "open failed: " + r.error().message + "; wanted " + want;
+  auto got = s->recover();
+  if (!got.ok()) return "restore failed: " + got.error().message + "; wanted " + want;
+  if (!got.value()) {
     if (last || point) return "nothing recovered; wanted " + want;
   } else {
-    auto got = s.restore();
-    if (!got.ok()) return "restore failed: " + got.error().message + "; wanted " + want;
-    if (!accept(got.value(), got.value().bytes.size()))
-      return "recovered " + describe(got.value(), versions) + "; wanted " + want;
-    out.recovered = got.value();
+    if (!accept(*got.value(), got.value()->bytes.size()))
+      return "recovered " + describe(*got.value(), versions) + "; wanted " + want;
+    out.recovered = *got.value();
   }
   // Condition 3: one more commit, then a clean reopen recovers it.
-  if (auto r = s.mutate(ext, ext.below(4) == 0); !r.ok()) return "begin after recovery failed: " + r.error().message;
-  out.extended = s.version(s.next_version());
+  auto next = s->prepare(ext, ext.below(4) == 0);
+  if (!next.ok()) return "begin after recovery failed: " + next.error().message;
+  out.extended = std::move(next.value());
   if (record) record_marker(OpKind::begin, out.recovered ? 1 : 0);
-  auto c = s.commit();
+  auto c = s->commit();
   if (!c.ok()) return "commit after recovery failed: " + c.error().message;
   if (record) {
     record_marker(OpKind::end, 0);
@@ -247,12 +431,13 @@ std::string check(Variant variant, const std::string& dir, const Image& img, con
     out.recorded = true;
     guard.on = false;
   }
-  Session again;
-  if (auto r = again.open(dir); !r.ok()) return "clean reopen failed: " + r.error().message;
-  if (again.committed() != out.extended.number) return "clean reopen does not see the commit made after recovery";
-  auto got = again.restore();
-  if (!got.ok()) return "restore after clean reopen failed: " + got.error().message;
-  if (!(got.value() == out.extended)) return "clean reopen recovered " + describe(got.value(), {out.extended});
+  auto again = make_session(w.target);
+  if (auto r = again->open(dir); !r.ok()) return "clean reopen failed: " + r.error().message;
+  auto reread = again->recover();
+  if (!reread.ok()) return "restore after clean reopen failed: " + reread.error().message;
+  if (!reread.value() || reread.value()->number != out.extended.number)
+    return "clean reopen does not see the commit made after recovery";
+  if (!(*reread.value() == out.extended)) return "clean reopen recovered " + describe(*reread.value(), {out.extended});
   return "";
 }
 
@@ -390,8 +575,7 @@ struct Explorer {
             here.depth2 = depth == 2;
             CheckOut out;
             const bool rec = depth == 1 && s == pick;
-            std::string why =
-                check(w.variant, dir[depth - 1], img, versions, e, Rng(fs_mix(o.seed, p, s, depth)), rec, out);
+            std::string why = check(w, dir[depth - 1], img, versions, e, Rng(fs_mix(o.seed, p, s, depth)), rec, out);
             // Messages name the (random) scratch directory: not part of a replayable reason.
             for (auto at = why.find(dir[depth - 1]); at != std::string::npos; at = why.find(dir[depth - 1], at))
               why.replace(at, dir[depth - 1].size(), "DIR");
@@ -435,8 +619,9 @@ FsReport run_impl(const FsWorkload& w, FsOptions o, std::optional<Key> only) {
   unsigned steps = o.steps;
   if (steps == 0)
     steps = o.target_states > 0
-                ? std::max(3u, static_cast<unsigned>(std::ceil(static_cast<double>(o.target_states) /
-                                                               kStatesPerStep[static_cast<int>(o.model)])))
+                ? std::max(3u, static_cast<unsigned>(
+                                   std::ceil(static_cast<double>(o.target_states) /
+                                             kStatesPerStep[static_cast<int>(w.target)][static_cast<int>(o.model)])))
                 : 6;
   r.steps = steps;
   TempDir root;
@@ -449,17 +634,18 @@ FsReport run_impl(const FsWorkload& w, FsOptions o, std::optional<Key> only) {
   {
     const Image initial{false, {}};
     record_start(rec_dir, initial);
-    Session s;
-    auto opened = s.open(rec_dir);
+    auto s = make_session(w.target);
+    auto opened = s->open(rec_dir);
     Rng rng(fs_mix(o.seed, 0xf11e));
     for (unsigned i = 0; opened.ok() && i < steps; ++i) {
-      if (auto m = s.mutate(rng, i == 0 || rng.below(8) == 0); !m.ok()) {
-        opened = m;
+      auto next = s->prepare(rng, i == 0 || rng.below(8) == 0);
+      if (!next.ok()) {
+        opened = std::move(next).error();
         break;
       }
-      versions.push_back(s.version(s.next_version()));
+      versions.push_back(std::move(next.value()));
       record_marker(OpKind::begin, i);
-      if (auto c = s.commit(); !c.ok()) {
+      if (auto c = s->commit(); !c.ok()) {
         opened = std::move(c).error();
         break;
       }
@@ -493,6 +679,14 @@ const std::vector<FsWorkload>& fs_workloads() {
       {"file.trust_header", "recovery trusts the newest checkpoint's header, verifies no checksum",
        Variant::trust_header, false},
       {"file.trust_tmp", "as trust_header, counting .ckpt.tmp files as checkpoints", Variant::trust_tmp, true},
+      {"dist_flush", "dist's flush of a rank's versions to the shared directory, the two newest kept", Variant::none,
+       false, Target::pfs_flush},
+      {"dist_flush.no_tmp_fsync", "the flush renames its temporary without fsyncing it", Variant::no_tmp_fsync, true,
+       Target::pfs_flush},
+      {"stage_out", "cairn stage out of a mem: stream into a directory it creates", Variant::none, false,
+       Target::stage_out},
+      {"stage_out.no_tmp_fsync", "stage out renames its temporary without fsyncing it", Variant::no_tmp_fsync, true,
+       Target::stage_out},
   };
   return all;
 }

@@ -1,5 +1,5 @@
 // fs_explore.hpp — the file-system crash explorer for the `file` persistence
-// strategy (README.md, "File-system crash states"): record the real strategy's
+// strategy and dist's flushed versions (README.md, "File-system crash states"): record the real strategy's
 // file operations (fs_record), enumerate the directory states a power failure
 // may leave at every operation boundary (fs_model), and check each one with a
 // fresh persist::Context: exactly the last version whose commit returned or
@@ -35,11 +35,18 @@ enum class Variant : std::uint8_t {
   trust_tmp,           // as trust_header, and counts <name>.<v>.ckpt.tmp files as checkpoints too
 };
 
+// What commits into the directory: the `file` strategy (a persist::Context),
+// dist's flush of a rank's versions to the shared directory (PfsFlusher,
+// src/dist/files.cpp: no MPI in it), which keeps the two newest, or `cairn
+// stage out` of a stream (src/stream/stage.cpp).
+enum class Target : std::uint8_t { file_strategy, pfs_flush, stage_out };
+
 struct FsWorkload {
   std::string name;
   std::string description;
   Variant variant = Variant::none;
   bool broken = false;  // the explorer must find a failing state
+  Target target = Target::file_strategy;
 };
 const std::vector<FsWorkload>& fs_workloads();
 const FsWorkload* find_fs_workload(const std::string& name);
