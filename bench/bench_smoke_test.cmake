@@ -1,6 +1,6 @@
 # bench_smoke_test.cmake — runs one `cairn bench` experiment at a tiny size and
 # checks its exit status and the rows of its JSON (cmake -P; see CMakeLists.txt).
-# -DCAIRN=<cairn binary> -DBENCH=overhead|placement|stream|workflow|octree|amr|gerris|dist|filesystems -DOUT=<json file>
+# -DCAIRN=<cairn binary> -DBENCH=overhead|placement|stream|workflow|octree|amr|gerris|dist|filesystems|checksums -DOUT=<json file>
 # -DSKIP=<reason>: prints "SKIPPED: <reason>" and runs nothing (the test's SKIP_REGULAR_EXPRESSION).
 if(DEFINED SKIP)
   message("SKIPPED: ${SKIP}")
@@ -72,8 +72,16 @@ elseif(BENCH STREQUAL "filesystems")
   set(expect "\"strategy\": \"in-place\"" "\"strategy\": \"file\"" "\"what\": \"stream commit\""
              "\"raw_bytes_per_s\": ")
   set(reject "\"status\": \"failed\"")
+elseif(BENCH STREQUAL "checksums")
+  # One directory beside the JSON, 256 KiB, two cases, one run each way.
+  get_filename_component(dir ${OUT} DIRECTORY)
+  set(args checksums --dirs ${dir}/checksums-smoke --size 256K --cases "in-place streamed,dram-cache" --iterations 2
+           --repeats 1)
+  set(expect_rows 2)
+  set(expect "\"what\": \"in-place streamed\"" "\"what\": \"dram-cache\"" "\"iteration_on_ms\": ")
+  set(reject "\"status\": \"failed\"")
 else()
-  message(FATAL_ERROR "BENCH must be overhead, placement, stream, workflow, octree, amr, gerris, dist or filesystems")
+  message(FATAL_ERROR "BENCH must be overhead, placement, stream, workflow, octree, amr, gerris, dist, filesystems or checksums")
 endif()
 file(REMOVE ${OUT})
 execute_process(COMMAND ${CAIRN} bench ${args} --quiet --json ${OUT} RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -211,7 +219,7 @@ endif()
 # (octree) or "label" (amr; the others' rows carry a "label" too) key each.
 if(BENCH STREQUAL "amr")
   string(REGEX MATCHALL "\"label\": " rows "${json}")
-elseif(BENCH STREQUAL "filesystems")
+elseif(BENCH STREQUAL "filesystems" OR BENCH STREQUAL "checksums")
   string(REGEX MATCHALL "\"(strategy|what)\": " rows "${json}")
 else()
   string(REGEX MATCHALL "\"(variant|kernel|coupling|op)\": " rows "${json}")

@@ -1,6 +1,8 @@
 // bench_util.cpp — helpers shared by the experiments (see bench_util.hpp).
 #include "bench/bench_util.hpp"
 
+#include <sys/statfs.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -98,6 +100,24 @@ std::string fmt(const char* format, double value) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, value);
   return buf;
+}
+
+std::string fs_type_name(const std::string& dir) {
+  struct statfs fs {};
+  if (::statfs(dir.c_str(), &fs) != 0) return "unknown";
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case 0x01021994UL: return "tmpfs";
+    case 0xEF53UL: return "ext4";
+    case 0x58465342UL: return "xfs";
+    case 0x9123683EUL: return "btrfs";
+    case 0x6969UL: return "nfs";
+    case 0x2FC12FC1UL: return "zfs";
+    default: {
+      char hex[24];  // (fmt() formats a double: no good for a magic number)
+      std::snprintf(hex, sizeof hex, "0x%lx", static_cast<unsigned long>(fs.f_type));
+      return hex;
+    }
+  }
 }
 
 }  // namespace cairn::bench

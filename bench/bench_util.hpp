@@ -31,6 +31,9 @@ double load_average();
 // 0 if unknown.
 std::size_t memory_available();
 
+// The file system `dir` is on: "tmpfs", "ext4", "xfs", ... or its magic.
+std::string fs_type_name(const std::string& dir);
+
 // Creates the benchmark's scratch directory (and its parents); the error
 // names it and says how to choose another.
 Result<void> create_bench_dir(const std::string& dir);

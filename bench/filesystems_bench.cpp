@@ -27,24 +27,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 constexpr double kMiB = 1024.0 * 1024.0;
 
-std::string fs_type_name(const std::string& dir) {
-  struct statfs fs {};
-  if (::statfs(dir.c_str(), &fs) != 0) return "unknown";
-  switch (static_cast<unsigned long>(fs.f_type)) {
-    case 0x01021994UL: return "tmpfs";
-    case 0xEF53UL: return "ext4";
-    case 0x58465342UL: return "xfs";
-    case 0x9123683EUL: return "btrfs";
-    case 0x6969UL: return "nfs";
-    case 0x2FC12FC1UL: return "zfs";
-    default: {
-      char hex[24];  // (fmt() formats a double: no good for a magic number)
-      std::snprintf(hex, sizeof hex, "0x%lx", static_cast<unsigned long>(fs.f_type));
-      return hex;
-    }
-  }
-}
-
 // The flush mode a pool in `dir` resolves to (a small pool made and removed).
 std::string flush_mode_in(const std::string& dir) {
   const std::string path = dir + "/fsbench-probe.pool";

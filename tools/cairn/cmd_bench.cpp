@@ -17,6 +17,7 @@
 #include "bench/amr_bench.hpp"
 #include "bench/bench_util.hpp"
 #include "bench/checkpoint_bench.hpp"
+#include "bench/checksums_bench.hpp"
 #include "bench/dist_bench.hpp"
 #include "bench/filesystems_bench.hpp"
 #include "bench/gerris_bench.hpp"
@@ -151,6 +152,56 @@ void add_filesystems(CLI::App& bench) {
       for (const auto& l : run.layers)
         if (l.status == "failed") exit_code() = kExitPartFailed;
     }
+  });
+}
+
+void add_checksums(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("checksums",
+                                   "What the pool strategies' payload checksums cost: iterations, restore and resume "
+                                   "with Options::checksums off and on, taking turns");
+  cmd->footer(
+      "Per --dirs directory and case (in-place, in-place streamed, shadow, dram-cache, nt-copy): a dual region\n"
+      "of --size bytes rewritten and committed --iterations times (in-place streamed writes it through\n"
+      "Context::stream), then a fresh Context's restore and first commit (which waits for in-place's and\n"
+      "shadow's background check). Runs without and with checksums take turns; medians and on/off ratios.\n"
+      "Exit status: 0 measured, 1 a case failed (its row says why), 2 bad option.");
+  struct Args {
+    std::string dirs, size = "64M", cases, json;
+    unsigned threads = 0;
+    int iterations = 10, repeats = 5;
+    bool quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--dirs", args->dirs,
+                  "Comma-separated directories, one per file system (e.g. /dev/shm/cairn,/var/tmp/cairn)")
+      ->required();
+  cmd->add_option("--size", args->size, "Bytes of state, with K, M or G (default 64M)");
+  cmd->add_option("--cases", args->cases, "Comma-separated cases (default: all)");
+  cmd->add_option("--iterations", args->iterations, "Commits per run (default 10)")->check(CLI::Range(1, 100000));
+  cmd->add_option("--threads,-t", args->threads, "Threads for copies and flushes (default: all hardware threads)");
+  cmd->add_option("--repeats,-r", args->repeats, "Runs each way; medians are reported (default 5)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
+  cmd->callback([args] {
+    bench::ChecksumsBenchOptions o;
+    o.dirs = bench::split_list(args->dirs);
+    auto size = bench::parse_size(args->size);
+    if (!size.ok()) return fail("checksums", size.error());
+    o.size = size.value();
+    o.cases = bench::split_list(args->cases);
+    o.iterations = args->iterations;
+    o.threads = args->threads;
+    o.repeats = args->repeats;
+    auto report = bench::run_checksums_bench(o, args->quiet ? nullptr : &std::cerr);
+    if (!report.ok()) return fail("checksums", report.error());
+    bench::print_checksums_report(report.value(), std::cout);
+    if (!args->json.empty())
+      if (auto w = bench::write_checksums_json(report.value(), args->json); !w.ok())
+        return fail("checksums", w.error());
+    exit_code() = kExitOk;
+    for (const auto& row : report.value().rows)
+      if (row.status == "failed") exit_code() = kExitPartFailed;
   });
 }
 
@@ -689,6 +740,7 @@ void add_bench_commands(CLI::App& app) {
   add_device_bench(*bench);
   add_strategies(*bench);
   add_filesystems(*bench);
+  add_checksums(*bench);
   add_overhead(*bench);
   add_placement(*bench);
   add_stream(*bench);
