@@ -146,7 +146,7 @@ std::vector<Workload> dist_slot_workloads() {
       "dist's partner-copy slot file (SlotFile on the simulator's pool): each version's changed blocks stored "
       "into slot V % 2 between begin (the slot emptied) and publish (bytes, header, root)";
   w.pool_size = 1u << 20;
-  w.steps = 16;
+  w.steps = 12;
   w.make = [] { return std::make_unique<PartnerSlots>(); };
   return {w};
 }
