@@ -322,7 +322,19 @@ Result<void> Directory::write(long entry, std::uint64_t pos, const void* buf, st
 Result<std::uint64_t> Directory::finish(long entry, std::uint64_t length, std::optional<std::uint32_t> crc) {
   // commit() fences (Pool::commit_word drains before it checks the device).
   auto v = commit(entry, length, crc);
-  if (!v.ok()) abandon(entry);
+  if (v.ok()) return v;
+  if (pool_->poisoned()) {
+    // The commit word's own write-back may have failed after the word reached
+    // the media, which would then name this extent: never hand it out again
+    // from this mapping (another writer of this process could grow into it).
+    // The pool refuses every commit from now on; the next open rebuilds the
+    // arena from what the media's words reach.
+    StreamEntry& e = at(entry);
+    e.pending = Extent{};
+    e.owner = Owner{};
+  } else {
+    abandon(entry);
+  }
   return v;
 }
 
