@@ -226,13 +226,21 @@ Result<int> choose_table(const std::string& path, std::uint64_t selector, const 
     return ok[s.table] && (tables[s.table]->generation & kSelectorGenerationMask) == s.generation;
   };
   if (const auto s = decode_selector(selector)) {
-    if (ok[s->table] && !names_valid(*s))
+    // The word checks, so the table it names is the live one for certain: if
+    // that table is damaged the newest roots are lost, and the other table's
+    // older roots may name space freed since. Never reopen at them silently.
+    if (!ok[s->table])
+      return make_error(Errc::corrupted, path + ": root table " + std::to_string(s->table) +
+                                             ", the live one, fails its checksum: the newest published roots are "
+                                             "lost. Restore the state from a copy of the pool");
+    if (!names_valid(*s))
       return make_error(Errc::corrupted,
                         path + ": the root selector names root table " + std::to_string(s->table) + " of generation " +
                             std::to_string(s->generation) +
                             ", which that table does not hold; the pool's commit record is damaged: restore the "
                             "state from a copy of the pool");
-    selector = static_cast<std::uint64_t>(s->table);  // a damaged named table: as below
+    health.live_table = s->table;
+    return s->table;
   }
   if ((selector & kSelectorMark) != 0 || selector > 1) {
     // Damaged, as a self-checking word: one flipped bit is corrected when

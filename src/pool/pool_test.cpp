@@ -130,7 +130,11 @@ TEST(Pool, PublishAlternatesTablesAndCountsGenerations) {
   EXPECT_EQ(pool->publish_root(1, 17, 1).error().code, Errc::invalid_argument);
 }
 
-TEST(Pool, DamagedLiveTableFallsBackToOtherCopy) {
+// The live table damaged: a pool whose selector checks itself knows which
+// table was live and refuses (the other holds older roots); a pool of earlier
+// cairn (a bare 0 or 1, which could itself be the damaged part) falls back to
+// the other copy and says so.
+TEST(Pool, DamagedLiveTableIsRefusedOrFallsBackToOtherCopy) {
   TempDir dir;
   const auto path = dir.file("p");
   {
@@ -147,6 +151,11 @@ TEST(Pool, DamagedLiveTableFallsBackToOtherCopy) {
   const std::size_t live_at = (sel & 1) == 0 ? kRootTable0 : kRootTable1;  // bit 0 names the table
   std::uint64_t junk = 0xdeadbeef;
   write_bytes(path, live_at + 16 + 8, &junk, 8);  // corrupt slot 0's version
+  auto refused = Pool::open(path);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, Errc::corrupted) << refused.error().message;
+  const std::uint64_t legacy = sel & 1;
+  write_bytes(path, kSelectorOffset, &legacy, 8);
   auto opened = Pool::open(path);
   ASSERT_TRUE(opened.ok());
   EXPECT_EQ(opened.value()->root(0).version, 1u);  // the older table

@@ -4,7 +4,8 @@
 //
 //   0 KiB   Header copy 0 (PoolHeader, 256 bytes, checksummed). Written once at
 //   4 KiB   Header copy 1  create time; either copy alone identifies the pool.
-//   8 KiB   RootSelector: one aligned 8-byte word naming the live root table.
+//   8 KiB   RootSelector: one aligned 8-byte word naming the live root table
+//           and its generation, with a check (pool.cpp: encode_selector).
 //   8 KiB+64  RootTable 0 ┐ each: generation, 16 slots of {offset, version},
 //   8 KiB+512 RootTable 1 ┘ checksum; one cache-line aligned 448-byte block.
 //   12 KiB  arena high-water mark (a hint for tools, never trusted for safety)
@@ -16,8 +17,10 @@
 //      + 1 and a checksum, and is persisted;
 //   3. the selector word is stored (one aligned 8-byte store) and persisted.
 // A crash before 3 leaves the old table live; after 3 the new one. A table
-// whose checksum fails (torn or corrupted media) is detected on open and the
-// other copy is used, which LMDB's meta pages, carrying no checksum, cannot do.
+// whose checksum fails (corrupted media) is detected on open, which LMDB's
+// meta pages, carrying no checksum, cannot do: the live one is Errc::corrupted
+// (the selector word checks itself, so it is known; pool.cpp), the other is
+// ignored.
 //
 // Create writes the whole pool to PATH.tmp-XXXX, persists it and renames it
 // into place, so a crash or full device during create never leaves a pool that
