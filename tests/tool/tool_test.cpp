@@ -390,6 +390,60 @@ TEST(ToolHelp, EveryCommandHasHelpAndUsageErrorsDoNotCrash) {
   EXPECT_NE(unknown.exit_code, 0);
 }
 
+// Every usage error exits 2, the status the apps give bad options (not
+// CLI11's own codes: 106 for a missing subcommand or required option);
+// --help exits 0.
+TEST(ToolHelp, UsageErrorsExitTwo) {
+  const std::vector<std::vector<std::string>> usage_errors = {
+      {},                                         // no subcommand
+      {"frobnicate"},                             // no such subcommand
+      {"pool"},                                   // no pool subcommand
+      {"pool", "info"},                           // PATH missing
+      {"pool", "create", "x.pool", "--no-such"},  // unknown option
+      {"launch", "--", "true"},                   // -n missing
+      {"launch", "-n", "0", "--", "true"},        // -n out of range
+      {"run"},                                    // no application
+      {"run", "no-such-app"},                     // not found
+  };
+  for (const auto& args : usage_errors) {
+    std::string line = "cairn";
+    for (const auto& a : args) line += " " + a;
+    const Outcome r = cairn_tool(args);
+    EXPECT_TRUE(r.exited()) << line;
+    EXPECT_EQ(r.exit_code, 2) << line << ":\n" << r.output;
+  }
+  const std::vector<std::vector<std::string>> helps = {{"--help"}, {"launch", "--help"}, {"run", "--help"}};
+  for (const auto& args : helps) {
+    const Outcome r = cairn_tool(args);
+    EXPECT_EQ(r.exit_code, 0) << args.front() << ":\n" << r.output;
+  }
+}
+
+// `cairn run APP ...`: every word after APP is the application's, --help and
+// words that name cairn's own options or subcommands included; the exit
+// status is the application's.
+TEST(ToolRun, EverythingAfterTheAppGoesToTheApp) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("apps"));
+  const std::string app = dir.file("apps/echo-args");
+  {
+    std::ofstream script(app);
+    script << "#!/bin/sh\necho \"args: $*\"\nexit 7\n";
+  }
+  ASSERT_EQ(::chmod(app.c_str(), 0755), 0);
+  ::setenv("CAIRN_APPS_DIR", dir.file("apps").c_str(), 1);
+  const Outcome help = cairn_tool({"run", "echo-args", "--help"});
+  const Outcome words = cairn_tool({"run", "echo-args", "--size", "3", "--list", "pool", "--", "x"});
+  const Outcome list = cairn_tool({"run", "--list"});
+  ::unsetenv("CAIRN_APPS_DIR");
+  EXPECT_EQ(help.exit_code, 7) << help.output;
+  EXPECT_OUT(help, "args: --help\n");
+  EXPECT_EQ(words.exit_code, 7) << words.output;
+  EXPECT_OUT(words, "args: --size 3 --list pool -- x\n");
+  EXPECT_EQ(list.exit_code, 0) << list.output;
+  EXPECT_OUT(list, "echo-args");
+}
+
 // Two separately built executables coupled through a pmem: stream: this test
 // writes, the `cairn` binary reads (cat), lists, stages out and back in.
 TEST(ToolStream, AnotherExecutableReadsListsAndStagesWhatThisOneCommitted) {

@@ -61,15 +61,17 @@ void add_run_commands(CLI::App& app) {
       "Common ones: --strategy NAME, --persist-every K, --threads T, --size S, --iterations N,\n"
       "--crash-at N, --resume, --dir DIR, --name NAME, --device-profile P, --quiet, --json FILE.\n"
       "Exit status: the application's (0 verified, 1 verification failed, 2 bad options or error).");
-  cmd->prefix_command();
+  // APP and every word after it, options included (--help too), are the
+  // application's: once APP is seen, nothing more is parsed as run's own.
+  cmd->positionals_at_end();
   struct Args {
-    std::string name;
+    std::vector<std::string> words;  // APP, then its arguments
     bool list = false;
   };
   auto args = std::make_shared<Args>();
   cmd->add_flag("--list", args->list, "List the applications found next to this tool");
-  cmd->add_option("APP", args->name, "The application to run");
-  cmd->callback([cmd, args] {
+  cmd->add_option("APP", args->words, "The application to run, then its options");
+  cmd->callback([args] {
     const fs::path root = apps_dir();
     const auto apps = find_apps(root);
     if (args->list) {
@@ -78,18 +80,18 @@ void add_run_commands(CLI::App& app) {
       exit_code() = apps.empty() ? 2 : 0;
       return;
     }
-    const auto found = apps.find(args->name);
-    if (args->name.empty() || found == apps.end()) {
-      std::cerr << "cairn run: "
-                << (args->name.empty() ? "no application given" : "no application '" + args->name + "'") << " under "
-                << root.string() << "; available:";
+    const std::string app_name = args->words.empty() ? std::string() : args->words.front();
+    const auto found = apps.find(app_name);
+    if (app_name.empty() || found == apps.end()) {
+      std::cerr << "cairn run: " << (app_name.empty() ? "no application given" : "no application '" + app_name + "'")
+                << " under " << root.string() << "; available:";
       for (const auto& [name, path] : apps) std::cerr << " " << name;
       std::cerr << (apps.empty() ? " none (build them first, e.g. `make release`)" : "") << "\n";
       exit_code() = 2;
       return;
     }
     std::vector<std::string> argv_s{found->second.string()};
-    for (const auto& extra : cmd->remaining()) argv_s.push_back(extra);
+    argv_s.insert(argv_s.end(), args->words.begin() + 1, args->words.end());
     std::vector<char*> argv;
     for (auto& s : argv_s) argv.push_back(s.data());
     argv.push_back(nullptr);

@@ -24,7 +24,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every usage error exits 2, the status the
+    // apps and `cairn pool check` give bad options, not CLI11's own codes
+    // (106 for a missing subcommand or a required option).
+    return app.exit(e) == 0 ? 0 : 2;
   }
   return cairn::tool::exit_code();
 }
