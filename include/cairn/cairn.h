@@ -325,9 +325,9 @@ typedef struct cairn_ckpt_dual cairn_ckpt_dual;     /* owned by its context */
 
 /* The `flags` of cairn_ckpt_create (C++: Options). */
 enum {
-  CAIRN_CKPT_ASYNC_FLUSH = 1 << 0, /* in-place: flush on a helper thread (seed 004's flush_async) */
-  CAIRN_CKPT_INCREMENTAL = 1 << 1, /* copy-based strategies: copy only pages written since the last commit */
-  CAIRN_CKPT_HDF5 = 1 << 2,        /* file: also write <name>.<version>.h5, a dataset per region */
+  CAIRN_CKPT_ASYNC_FLUSH = 1 << 0,  /* in-place: flush on a helper thread (seed 004's flush_async) */
+  CAIRN_CKPT_INCREMENTAL = 1 << 1,  /* copy-based strategies: copy only pages written since the last commit */
+  CAIRN_CKPT_HDF5 = 1 << 2,         /* file: also write <name>.<version>.h5, a dataset per region */
   CAIRN_CKPT_NO_CHECKSUMS = 1 << 3, /* pool strategies: no payload checksums (measurement only) */
   CAIRN_CKPT_DEFAULTS = CAIRN_CKPT_ASYNC_FLUSH
 };

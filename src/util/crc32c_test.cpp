@@ -67,7 +67,6 @@ TEST(Crc32c, ChainsAndSeesEveryFlippedBit) {
     }
 }
 
-
 TEST(Crc32c, ShiftByTablesMatchesTheCombine) {
   std::mt19937_64 rng(7);
   for (int i = 0; i < 2000; ++i) {
