@@ -1,9 +1,14 @@
 # install_test.cmake — installs the build into a scratch prefix and builds
 # examples/ out of the tree against it, both ways a user would: CMake's
 # find_package(cairn CONFIG) and pkg-config; then runs what it built (a C++
-# and a C program each way, against the shared library). cmake -P, with
+# and a C program each way, against the shared library). Where cairn was
+# built with MPI, the same for an MPI program (mpi/, on cairn::dist and
+# cairn-dist), run at 2 ranks. Checks that the install wrote nothing outside
+# the prefix. cmake -P, with
 #   -DBUILD_DIR=<cairn build> -DSOURCE_DIR=<cairn source> -DWORK=<scratch dir>
 #   -DCC=<C compiler> -DCXX=<C++ compiler> -DFLAGS=<sanitizer flags or "">
+#   -DMPIEXEC=<mpiexec> -DMPICXX=<MPI C++ compiler wrapper> (both "" without MPI)
+#   -DGERRIS_MODULE_DIR=<Gerris's own module directory, or "">
 foreach(v BUILD_DIR SOURCE_DIR WORK CC CXX)
   if(NOT ${v})
     message(FATAL_ERROR "install_test: -D${v}= is required")
@@ -19,9 +24,37 @@ function(run)
   message("${out}")
 endfunction()
 
+# What Gerris's own module directory holds before the install, to show that
+# the install left it alone.
+function(list_with_times dir out)
+  set(listing "")
+  if(dir)
+    file(GLOB files ${dir}/*)
+    foreach(f ${files})
+      file(TIMESTAMP ${f} t "%s")
+      list(APPEND listing "${f}@${t}")
+    endforeach()
+  endif()
+  set(${out} "${listing}" PARENT_SCOPE)
+endfunction()
+
 file(REMOVE_RECURSE ${WORK})
 set(prefix ${WORK}/prefix)
+list_with_times("${GERRIS_MODULE_DIR}" gerris_before)
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+# Nothing outside the prefix: every file the install wrote (its manifest) is
+# under it, and Gerris's module directory is as it was.
+file(STRINGS ${BUILD_DIR}/install_manifest.txt installed)
+foreach(f ${installed})
+  string(FIND "${f}" "${prefix}/" at)
+  if(NOT at EQUAL 0)
+    message(FATAL_ERROR "install_test: `cmake --install --prefix ${prefix}` wrote ${f}, outside the prefix")
+  endif()
+endforeach()
+list_with_times("${GERRIS_MODULE_DIR}" gerris_after)
+if(NOT gerris_before STREQUAL gerris_after)
+  message(FATAL_ERROR "install_test: the install changed Gerris's module directory ${GERRIS_MODULE_DIR}")
+endif()
 foreach(f include/cairn/persist.hpp include/cairn/cairn.h include/cairn/extended/pool.hpp bin/cairn)
   if(NOT EXISTS ${prefix}/${f})
     message(FATAL_ERROR "install_test: ${f} was not installed")
@@ -66,4 +99,37 @@ run(${CXX} -std=c++20 ${flag_list} ${SOURCE_DIR}/examples/step5_pointers.cpp -o 
     -Wl,-rpath,${libdir})
 run(${env} ${WORK}/pc/step5_c)
 run(${env} ${WORK}/pc/step5)
+
+# 3. MPI: mpi/dist_program built with find_package(cairn CONFIG REQUIRED
+# COMPONENTS dist) and with `mpicxx ... $(pkg-config --libs cairn-dist)`, each
+# run twice at 2 ranks, the second run resuming from the first's version.
+if(MPIEXEC)
+  file(GLOB_RECURSE dist_shared ${prefix}/*/libcairn_dist.so)
+  file(GLOB_RECURSE dist_static ${prefix}/*/libcairn_dist.a)
+  file(GLOB_RECURSE dist_pc ${prefix}/*/cairn-dist.pc)
+  if(NOT dist_shared OR NOT dist_static OR NOT dist_pc)
+    message(FATAL_ERROR "install_test: the MPI layer was not installed (.so '${dist_shared}', .a '${dist_static}', "
+                        "pc '${dist_pc}')")
+  endif()
+  # Open MPI as root, more ranks than cores, no leak report from the ranks
+  # (tests/support/mpirun_env.hpp says why).
+  set(mpirun ${env} OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+             ASAN_OPTIONS=detect_leaks=0 ${MPIEXEC} -n 2)
+  run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/mpi -B ${WORK}/mpi-build -G Ninja -DCMAKE_PREFIX_PATH=${prefix}
+      -DCMAKE_CXX_COMPILER=${CXX} "-DCMAKE_CXX_FLAGS=${FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${FLAGS}")
+  run(${CMAKE_COMMAND} --build ${WORK}/mpi-build)
+  run(${mpirun} ${WORK}/mpi-build/dist_program ${WORK}/mpi-cmake 3)
+  run(${mpirun} ${WORK}/mpi-build/dist_program ${WORK}/mpi-cmake 6)
+
+  execute_process(COMMAND pkg-config --cflags --libs cairn-dist RESULT_VARIABLE rc OUTPUT_VARIABLE pkg
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "install_test: pkg-config --cflags --libs cairn-dist failed")
+  endif()
+  separate_arguments(pkg_list UNIX_COMMAND "${pkg}")
+  run(${MPICXX} -std=c++20 ${flag_list} ${SOURCE_DIR}/tests/install/mpi/dist_program.cpp -o ${WORK}/pc/dist_program
+      ${pkg_list} -Wl,-rpath,${libdir})
+  run(${mpirun} ${WORK}/pc/dist_program ${WORK}/mpi-pc 3)
+  run(${mpirun} ${WORK}/pc/dist_program ${WORK}/mpi-pc 6)
+endif()
 file(REMOVE_RECURSE ${WORK})
