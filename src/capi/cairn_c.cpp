@@ -112,7 +112,7 @@ const char* cairn_strerror(int code) {
   switch (code) {
     case CAIRN_OK: return "ok";
     case CAIRN_E_INVALID_ARGUMENT: return "invalid_argument: a bad option, parameter or NULL argument";
-    case CAIRN_E_NOT_FOUND: return "not_found: the file does not exist";
+    case CAIRN_E_NOT_FOUND: return "not_found: the file, stream or octree does not exist (cairn_errormsg() names it)";
     case CAIRN_E_PERMISSION_DENIED: return "permission_denied: the file cannot be opened with the needed access";
     case CAIRN_E_IS_DIRECTORY: return "is_directory: the path names a directory";
     case CAIRN_E_TOO_SMALL: return "too_small: the pool size is below the minimum";

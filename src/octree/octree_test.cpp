@@ -909,7 +909,12 @@ TEST(Octree, AFullPoolFailsTheOperationAndKeepsThePersistedVersion) {
 
 TEST(Octree, BadInputGetsTypedErrorsAndChangesNothing) {
   const std::string path = pool_path("bad");
-  EXPECT_EQ(Octree::restore(path, opts(3)).error().code, Errc::not_found);
+  const auto missing = Octree::restore(path, opts(3));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, Errc::not_found);
+  // How to make an octree, not the pool's `cairn pool create` (a plain pool).
+  EXPECT_NE(missing.error().message.find("Octree::create"), std::string::npos) << missing.error().message;
+  EXPECT_EQ(missing.error().message.find("pool create"), std::string::npos) << missing.error().message;
   Options bad = opts(4);
   EXPECT_EQ(Octree::create(path, bad).error().code, Errc::invalid_argument);
   {

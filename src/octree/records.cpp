@@ -108,6 +108,16 @@ Result<Records> read_records(const pool::Pool& pool, const Options& o, std::size
   return r;
 }
 
+// A missing file on restore, as the octree's error: the pool's message would
+// advise `cairn pool create`, which makes a plain pool, not an octree.
+Error missing_octree(const std::string& path, Error e) {
+  if (e.code != Errc::not_found) return e;
+  return make_error(Errc::not_found, path +
+                                         " does not exist: no PM-octree was created there; create one with "
+                                         "octree::Octree::create (C: cairn_octree_create, seed 000: pm_create) "
+                                         "and persist it before restoring");
+}
+
 }  // namespace
 
 void Octree::Impl::configure(const Options& o) {
@@ -305,7 +315,7 @@ Result<std::unique_ptr<Octree>> Octree::restore(const std::string& path, const O
     oo.device = std::move(d.value());
   }
   auto p = pool::Pool::open(path, std::move(oo));
-  if (!p.ok()) return p.error();
+  if (!p.ok()) return missing_octree(path, p.error());
   auto impl = Impl::attach(*p.value(), o, {});
   if (!impl.ok()) return impl.error();
   impl.value()->own_pool(std::move(p.value()));
@@ -315,7 +325,7 @@ Result<std::unique_ptr<Octree>> Octree::restore(const std::string& path, const O
 Result<Versions> Octree::versions(const std::string& path, const Options& o) {
   if (auto c = check_options(o); !c.ok()) return c.error();
   auto p = pool::Pool::open(path, {});
-  if (!p.ok()) return p.error();
+  if (!p.ok()) return missing_octree(path, p.error());
   std::size_t stride;
   auto found = read_records(*p.value(), o, block_bytes_for(o.dims, o.data_size, stride));
   if (!found.ok()) return found.error();

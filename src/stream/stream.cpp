@@ -1124,7 +1124,16 @@ Result<void> wait(std::string_view uri_in, double timeout_seconds) {
       if (last.code != Errc::not_found && last.code != Errc::no_version) return last;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      last.message += " (waited " + std::to_string(timeout_seconds) + " s)";
+      // A stream named, and why it is missing: a reader waits for a writer.
+      const std::string seconds = std::to_string(timeout_seconds) + " s";
+      if (u.value().kind == Uri::Kind::file)
+        last.message += " (waited " + seconds + ")";
+      else if (last.code == Errc::not_found)
+        last.message = "stream '" + uri + "' does not exist after waiting " + seconds +
+                       ": its writer has not created it yet (start the writer, or wait longer); " + last.message;
+      else
+        last.message = "stream '" + uri + "' has no committed version after waiting " + seconds +
+                       ": its writer has not closed it yet; " + last.message;
       return last;
     }
     std::this_thread::sleep_for(pause);

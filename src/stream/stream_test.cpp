@@ -967,6 +967,27 @@ TEST_P(PmemStreamFaults, TheNextOpenMapsAPoisonedPoolAgain) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, PmemStreamFaults, ::testing::Values("flush", "drain", "copy"));
 
+// A reader that waits in vain is told which stream it waited for and what its
+// writer has not done yet: created it, or committed (closed) it.
+TEST(MemStreams, WaitNamesTheStreamAndWhatItsWriterHasNotDone) {
+  const auto missing = cs::wait("mem:not-yet", 0.01);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, Errc::not_found);
+  EXPECT_NE(missing.error().message.find("stream 'mem:not-yet' does not exist"), std::string::npos)
+      << missing.error().message;
+  EXPECT_NE(missing.error().message.find("its writer has not created it yet"), std::string::npos)
+      << missing.error().message;
+  auto w = open_ok("mem:open-writer", cs::Mode::write);
+  ASSERT_TRUE(w);
+  const auto open = cs::wait("mem:open-writer", 0.01);
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.error().code, Errc::no_version);
+  EXPECT_NE(open.error().message.find("its writer has not closed it yet"), std::string::npos) << open.error().message;
+  ASSERT_TRUE(w->close().ok());
+  EXPECT_TRUE(cs::wait("mem:open-writer", 0.01).ok());
+  ASSERT_TRUE(cs::remove("mem:open-writer").ok());
+}
+
 TEST(MemStreams, ReadersKeepTheVersionTheyOpened) {
   write_bytes("mem:shared", pattern(1000, 1));
   auto r = open_ok("mem:shared", cs::Mode::read);

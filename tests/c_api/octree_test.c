@@ -58,6 +58,9 @@ static void test_seed_names(void) {
   o.data_size = sizeof(struct cell);
   o.pool_size = 32u << 20;
   CHECK(pm_restore(path, &o) == NULL); /* nothing there yet */
+  /* The message says how to make an octree, not a plain pool. */
+  CHECK(strstr(cairn_errormsg(), "pm_create") != NULL);
+  CHECK(strstr(cairn_errormsg(), "pool create") == NULL);
   pmoctree* t = pm_create(path, &o);
   REQUIRE(t != NULL);
   REQUIRE_OK(cairn_octree_uniform(t, 2, init_cell, NULL));

@@ -76,6 +76,9 @@ static void test_prefix(void) {
   REQUIRE_OK(cairn_stream_wait(uri, 0.1));
   REQUIRE_OK(cairn_stream_remove(uri));
   CHECK_ERR(cairn_stream_wait(uri, 0.05), CAIRN_E_NOT_FOUND, "does not exist");
+  /* The message names the stream and says the writer has not created it. */
+  CHECK(strstr(cairn_errormsg(), "solution-0.dat' does not exist") != NULL);
+  CHECK(strstr(cairn_errormsg(), "has not created it yet") != NULL);
 }
 
 static void test_errors(void) {
