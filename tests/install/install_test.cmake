@@ -121,6 +121,9 @@ if(MPIEXEC)
   run(${mpirun} ${WORK}/mpi-build/dist_program ${WORK}/mpi-cmake 3)
   run(${mpirun} ${WORK}/mpi-build/dist_program ${WORK}/mpi-cmake 6)
 
+  if(NOT MPICXX)
+    message(FATAL_ERROR "install_test: no MPI C++ compiler wrapper (-DMPICXX=) to build with cairn-dist.pc")
+  endif()
   execute_process(COMMAND pkg-config --cflags --libs cairn-dist RESULT_VARIABLE rc OUTPUT_VARIABLE pkg
                   OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT rc EQUAL 0)
