@@ -594,8 +594,8 @@ void add_gerris(CLI::App& bench) {
       "cells per persist, peak RSS per process. Restart:\n"
       "CairnPersist killed at --kill-at and resumed against Gerris restarting from its last snapshot and\n"
       "recomputing the steps since. Variants interleaved, medians of --repeats. The module: --module\n"
-      "(--module3d), else integrations/gerris/libcairn2D.so (libcairn3D.so) of this build tree, else `cairn`\n"
-      "(Gerris's module directory).\n"
+      "(--module3d), else integrations/gerris/libcairn2D.so (libcairn3D.so) of this build tree, or lib/gerris/ of\n"
+      "this install, else `cairn` (Gerris's module directory).\n"
       "Exit status: 0 measured, 1 some run failed, 2 bad option or error.");
   struct Args {
     bench::GerrisBenchOptions o;
@@ -623,11 +623,16 @@ void add_gerris(CLI::App& bench) {
       if (!sizes.ok()) return fail("gerris", sizes.error());
       o.cases = sizes.value();
     }
-    // <build>/tools/cairn/cairn -> <build>/integrations/gerris/libcairn{2D,3D}.so, else Gerris's module dir
+    // <build>/tools/cairn/cairn -> <build>/integrations/gerris/libcairn{2D,3D}.so; installed,
+    // <prefix>/bin/cairn -> <prefix>/<libdir>/gerris/libcairn{2D,3D}.so; else Gerris's module dir
     const auto built = [](const char* file) {
-      const auto path = apps_dir().parent_path() / "integrations" / "gerris" / file;
       std::error_code ec;
-      return std::filesystem::exists(path, ec) ? path.string() : std::string("cairn");
+      const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+      const std::filesystem::path installed =
+          ec ? std::filesystem::path() : self.parent_path().parent_path() / CAIRN_INSTALL_LIBDIR / "gerris";
+      for (const auto& dir : {apps_dir().parent_path() / "integrations" / "gerris", installed})
+        if (!dir.empty() && std::filesystem::exists(dir / file, ec)) return (dir / file).string();
+      return std::string("cairn");
     };
     if (o.module.empty()) o.module = built("libcairn2D.so");
     if (o.module3d.empty()) o.module3d = built("libcairn3D.so");
