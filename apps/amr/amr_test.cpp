@@ -269,11 +269,26 @@ TEST(AmrSnapshot, EveryBitFlipAndTruncationGivesATypedErrorOrTheSameTree) {
     ASSERT_GE(child, 0);
     if (child == 0) {
       ::alarm(30);
-      auto fresh = octree::Octree::create(pool("snap-" + std::to_string(::getpid())), o);
-      if (!fresh.ok()) ::_exit(14);
-      auto step = decode_snapshot(d, "s.snapshot", 4, *fresh.value());
-      if (!step.ok()) ::_exit(step.error().message.find("s.snapshot") != std::string::npos ? 12 : 13);
-      ::_exit(step.value() == 17 && leaves(*fresh.value()) == want ? 10 : 11);
+      // pool() names a directory after the calling process: the child's own,
+      // removed before it exits (a leftover of an earlier run whose pid this
+      // child reuses would make create refuse an existing file).
+      const std::string path = pool("snap");
+      const auto dir = std::filesystem::path(path).parent_path();
+      std::filesystem::remove(path);
+      int rc = 14;
+      {
+        auto fresh = octree::Octree::create(path, o);
+        if (fresh.ok()) {
+          auto step = decode_snapshot(d, "s.snapshot", 4, *fresh.value());
+          if (!step.ok())
+            rc = step.error().message.find("s.snapshot") != std::string::npos ? 12 : 13;
+          else
+            rc = step.value() == 17 && leaves(*fresh.value()) == want ? 10 : 11;
+        }
+      }
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+      ::_exit(rc);
     }
     int status = 0;
     ASSERT_EQ(::waitpid(child, &status, 0), child);
