@@ -323,7 +323,8 @@ void SlotStore::seal(std::size_t region, int k, const std::byte* content, std::s
       table[c] = util::crc32c(0, content + at, std::min(kChunk, bytes - at));
     }
   };
-  if (threads == 1 || last - first < 4) return run(first, last);
+  // Below the pool's own threshold for parallel work, on the calling thread.
+  if (threads == 1 || (last - first) * kChunk < pool::Pool::kParallelMin) return run(first, last);
   // One 4 KiB "page" of parallel_ranges per chunk: ranges stay whole chunks.
   util::parallel_ranges((last - first) * kPage, threads, [&](std::size_t off, std::size_t len) {
     run(first + off / kPage, first + (off + len) / kPage);
@@ -357,11 +358,14 @@ Result<void> SlotStore::verify_region(std::size_t region, int k, const std::byte
       }
     }
   };
-  if (threads == 1 || n < 4)
+  // Threads of its own, joined before it returns (util::parallel_for), not
+  // the persistent workers: restore is where a process commonly forks next
+  // (a supervisor, a test), and it must leave no threads behind for the child.
+  const unsigned parts = std::min<std::size_t>(n, threads == 0 ? util::default_threads() : threads);
+  if (parts <= 1 || bytes < pool::Pool::kParallelMin)
     run(0, n);
   else
-    util::parallel_ranges(n * kPage, threads,
-                          [&](std::size_t off, std::size_t len) { run(off / kPage, (off + len) / kPage); });
+    util::parallel_for(parts, parts, [&](std::size_t i) { run(n * i / parts, n * (i + 1) / parts); });
   const std::size_t c = bad.load();
   if (c == SIZE_MAX) return {};
   const auto v = committed();
