@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -262,9 +263,16 @@ void CopyStrategy::copy_entry(const Layout& layout, std::size_t i, int k) {
     copied = e.bytes;
   }
   if (!runs.empty()) copy_out(pool, dst, src, runs);
-  // The chunks this copy rewrote get their checksums; the others still hold
-  // the bytes, and the checksums, of the version that wrote them last.
-  for (const auto& run : runs) store_->seal(i, k, src, run.offset, run.bytes, threads_);
+  // The chunks this copy rewrote get their checksums, each once (runs are
+  // pages, in order: several can share a chunk); the others still hold the
+  // bytes, and the checksums, of the version that wrote them last.
+  std::size_t sealed_to = 0;  // chunks below this one are done
+  for (const auto& run : runs) {
+    const std::size_t from = std::max(run.offset, sealed_to), end = run.offset + run.bytes;
+    if (from >= end) continue;
+    store_->seal(i, k, src, from, end - from, threads_);
+    sealed_to = (end + SlotStore::kChunk - 1) / SlotStore::kChunk * SlotStore::kChunk;
+  }
   bytes_copied += copied;
   incremental_bytes_saved += e.bytes - copied;
 }

@@ -26,6 +26,19 @@ namespace {
 
 namespace sd = stream::detail;
 
+// A version of several streams: each one's length, then its bytes, in order.
+Version streams_version(std::uint64_t number, const std::vector<std::vector<std::byte>>& content) {
+  Version v;
+  v.number = number;
+  for (const auto& c : content) {
+    const std::uint64_t n = c.size();
+    const auto* p = reinterpret_cast<const std::byte*>(&n);
+    v.bytes.insert(v.bytes.end(), p, p + 8);
+    v.bytes.insert(v.bytes.end(), c.begin(), c.end());
+  }
+  return v;
+}
+
 class StreamCommits final : public Structure {
  public:
   StreamCommits(std::uint64_t max_len, bool unflushed) : max_len_(max_len), unflushed_(unflushed) {}
@@ -142,17 +155,7 @@ class StreamCommits final : public Structure {
     return {};
   }
 
-  Version version() const {
-    Version v;
-    v.number = commits_;
-    for (const auto& c : content_) {
-      const std::uint64_t n = c.size();
-      const auto* p = reinterpret_cast<const std::byte*>(&n);
-      v.bytes.insert(v.bytes.end(), p, p + 8);
-      v.bytes.insert(v.bytes.end(), c.begin(), c.end());
-    }
-    return v;
-  }
+  Version version() const { return streams_version(commits_, content_); }
 
   std::uint64_t max_len_;
   bool unflushed_;
@@ -434,17 +437,7 @@ class StreamReclaim final : public Structure {
     return v;
   }
 
-  Version version() const {
-    Version v;
-    v.number = commits_;
-    for (const auto& c : content_) {
-      const std::uint64_t n = c.size();
-      const auto* p = reinterpret_cast<const std::byte*>(&n);
-      v.bytes.insert(v.bytes.end(), p, p + 8);
-      v.bytes.insert(v.bytes.end(), c.begin(), c.end());
-    }
-    return v;
-  }
+  Version version() const { return streams_version(commits_, content_); }
 
   int lock_fd_ = -1;
   std::uint64_t owner_ = 1000;  // owner ids, for messages only
