@@ -147,6 +147,7 @@ Result<void> SlotStore::init_new(const Layout& layout, const std::string& strate
   h.checksum = header_checksum(h);
   crc_offset_[0] = h.pointers_offset[1] + ptrs;
   crc_offset_[1] = crc_offset_[0] + table_bytes_;
+  for (auto& t : staged_) t.assign(table_bytes_ / sizeof(std::uint32_t), 0);
   h.version_word = 0;
 
   // Header and descriptors durable before the root names the extent.
@@ -213,6 +214,10 @@ Result<void> SlotStore::attach_existing(const Layout& layout, const std::string&
         return make_error(Errc::corrupted, path_ + ": the checksum tables run into the slot areas");
       crc_offset_[0] = first;
       crc_offset_[1] = first + table_bytes_;
+      for (int k = 0; k < 2; ++k) {
+        staged_[k].resize(table_bytes_ / sizeof(std::uint32_t));
+        std::memcpy(staged_[k].data(), pool_->at(crc_offset_[k]), table_bytes_);
+      }
       const std::uint64_t word = h.version_word;
       if (word != 0 && h.slot_meta[word & 1].version != word >> 1)
         return make_error(Errc::corrupted, path_ + ": the version word names version " + std::to_string(word >> 1) +
@@ -316,7 +321,7 @@ void SlotStore::seal(std::size_t region, int k, const std::byte* content, std::s
   if (!checksummed() || !sealing_ || n == 0) return;
   const std::size_t bytes = layout_->entries[region].bytes;
   const std::size_t first = offset / kChunk, last = std::min(chunks_of(offset + n), chunks_of(bytes));
-  auto* table = reinterpret_cast<std::uint32_t*>(pool_->at(crc_offset_[k])) + chunk_base_[region];
+  std::uint32_t* table = staged_[k].data() + chunk_base_[region];
   const auto run = [&](std::size_t from, std::size_t to) {
     for (std::size_t c = from; c < to; ++c) {
       const std::size_t at = c * kChunk;
@@ -333,11 +338,11 @@ void SlotStore::seal(std::size_t region, int k, const std::byte* content, std::s
 
 void SlotStore::seal_chunk(std::size_t region, int k, std::size_t chunk, std::uint32_t crc) {
   if (!checksummed() || !sealing_) return;
-  reinterpret_cast<std::uint32_t*>(pool_->at(crc_offset_[k]))[chunk_base_[region] + chunk] = crc;
+  staged_[k][chunk_base_[region] + chunk] = crc;
 }
 
 void SlotStore::flush_seals(int k) {
-  if (checksummed() && sealing_) pool_->flush(pool_->at(crc_offset_[k]), table_bytes_);
+  if (checksummed() && sealing_) pool_->memcpy_nodrain(pool_->at(crc_offset_[k]), staged_[k].data(), table_bytes_);
 }
 
 Result<void> SlotStore::verify_region(std::size_t region, int k, const std::byte* content, unsigned threads,

@@ -147,14 +147,14 @@ class SlotStore {
   std::size_t chunks(std::size_t region) const;
   // Checksums of the chunks of region i that overlap [offset, offset+n),
   // computed from `content` (the region's bytes: the slot itself or the buffer
-  // copied into it), stored in slot k's table with plain stores (flush_seals()
-  // writes them back). `threads` as Options::threads; threads may seal
+  // copied into it), staged for slot k's table (flush_seals() puts the table
+  // in the pool). `threads` as Options::threads; threads may seal
   // disjoint chunks at once.
   void seal(std::size_t region, int k, const std::byte* content, std::size_t offset, std::size_t n,
             unsigned threads = 1);
   // Stores a checksum computed elsewhere (in pieces) for chunk c of region i.
   void seal_chunk(std::size_t region, int k, std::size_t chunk, std::uint32_t crc);
-  // Writes back slot k's checksum table without draining (publish() drains).
+  // Copies slot k's staged checksum table into the pool, without draining (publish() drains).
   void flush_seals(int k);
   // Checks region i's bytes at `content` against slot k's table, every chunk
   // for which skip(chunk) is false (null: every chunk). Errc::corrupted naming
@@ -189,8 +189,12 @@ class SlotStore {
   std::vector<std::size_t> chunk_base_;   // per region: index of its first chunk in a table
   std::size_t table_bytes_ = 0;           // one checksum table, cache-line aligned
   std::uint64_t crc_offset_[2] = {0, 0};  // pool offsets of the tables; 0: none (format 2)
-  bool sealing_ = true;                   // Options::checksums
-  const Layout* layout_ = nullptr;        // the Context's; outlives the store
+  // The tables as they will be at the next commit of each slot: seal() writes
+  // here (any thread: in-place's helper seals beside the application), and
+  // only flush_seals(), on the committing thread, copies a table into the pool.
+  std::vector<std::uint32_t> staged_[2];
+  bool sealing_ = true;             // Options::checksums
+  const Layout* layout_ = nullptr;  // the Context's; outlives the store
   Result<void> layout_check_;
 };
 
