@@ -2,7 +2,9 @@
 // roots, the tree record, chunk table, family blocks) built from a sparse
 // image, read by Octree::versions and Octree::restore, then walked by
 // checksum(), previous_checksum(), stats(), visit_leaves(), leaf_count(),
-// verify() and gc(); a tree that passes is changed and persisted once. flags
+// the flat iteration (leaves()), verify() and gc(); a tree that passes is
+// changed by update_leaves and persisted, then changed by the bulk writer
+// (which copies every block the persist shared) and persisted again. flags
 // bits 1..3 pick dims and data_size (fuzz_support.hpp). Any typed error is
 // fine.
 #include <cstddef>
@@ -24,6 +26,10 @@ void exercise(octree::Octree& tree) {
   std::uint64_t leaves = 0;
   (void)tree.visit_leaves([&](const octree::Octant&, const std::byte*) { ++leaves; });
   (void)tree.leaf_count();
+  for (auto cursor = tree.leaves();;) {  // the flat iteration: a typed error ends it
+    auto batch = cursor.next();
+    if (!batch.ok() || batch.value().empty()) break;
+  }
   if (!tree.verify().ok()) return;
   if (!tree.gc().ok()) return;
   // Only a tree that verified is changed: what an application does after a
@@ -34,6 +40,14 @@ void exercise(octree::Octree& tree) {
     d[0] = static_cast<std::byte>(static_cast<unsigned>(d[0]) + 1);
     return true;
   });
+  if (!tree.persist().ok()) return;
+  for (auto writer = tree.write_leaves();;) {  // the bulk writer copies what the persist shares
+    auto batch = writer.next();
+    if (!batch.ok() || batch.value().empty()) break;
+    if (has_payload)
+      for (const octree::WritableLeaf& l : batch.value())
+        l.data[0] = static_cast<std::byte>(static_cast<unsigned>(l.data[0]) + 1);
+  }
   (void)tree.persist();
   (void)tree.checksum();
 }

@@ -69,8 +69,9 @@
 namespace cairn::octree {
 
 namespace detail {
-struct Factory;  // the crash harness's way in (src/octree/internal.hpp)
-}
+struct Factory;      // the crash harness's way in (src/octree/internal.hpp)
+struct CursorState;  // a flat iteration's place in the tree (src/octree/impl.hpp)
+}  // namespace detail
 
 // The finest level an octant can have (coordinates are integers in
 // [0, 2^kMaxLevel) along each axis, in units of the finest octant).
@@ -178,6 +179,67 @@ struct LeafView {
   const std::byte* data;  // data_size bytes, valid until the tree changes
 };
 
+// A leaf as the bulk writer (Octree::write_leaves) hands it out: its
+// payload may be written in place.
+struct WritableLeaf {
+  Octant octant;
+  std::byte* data;  // data_size bytes, writable until the next call of next()
+};
+
+// Flat, callback-free iteration over the working version's leaves, in
+// Morton order (the order of visit_leaves), a batch of leaves at a time:
+//
+//   auto leaves = tree.leaves();
+//   for (;;) {
+//     auto batch = leaves.next();
+//     if (!batch.ok()) return batch.error();  // Errc::corrupted: a damaged pool
+//     if (batch.value().empty()) break;       // empty only at the end
+//     for (const LeafView& l : batch.value()) sum += l.data[0];
+//   }
+//
+// The walk keeps its path (a frame per level) between batches and reads
+// every reference through the same checks as every other walk; it fetches
+// a family block's children while the leaves before them are handed out.
+// A batch's views are valid until the next call of next(); a cursor is
+// invalid once the tree changes (as a container's iterator is). A check that
+// fails ends the cursor with the error.
+class LeafCursor {
+ public:
+  static constexpr std::size_t kBatch = 256;  // leaves per batch (the last one may hold fewer)
+  LeafCursor(LeafCursor&&) noexcept;
+  LeafCursor& operator=(LeafCursor&&) noexcept;
+  ~LeafCursor();
+  Result<std::span<const LeafView>> next();
+
+ private:
+  friend class Octree;
+  explicit LeafCursor(std::unique_ptr<detail::CursorState> s);
+  std::unique_ptr<detail::CursorState> s_;
+};
+
+// The bulk payload update (Octree::write_leaves): the same walk, handing
+// out writable payloads. Every family block it hands out leaves of is made
+// writable as the walk enters it: copied once if the committed version
+// shares it (with the path above it, which the walk remembers as writable
+// until it leaves it: no per-leaf re-check of the path), and counted as
+// changed once, so the next persist writes it. Meant for writing every
+// payload, or most: for a few changes, update_leaves copies only the blocks
+// whose payloads changed. Batches end where a C0 merge may move blocks, so a
+// batch's pointers stay valid until the next call of next(); a cursor is
+// invalid once the tree changes otherwise.
+class LeafWriter {
+ public:
+  LeafWriter(LeafWriter&&) noexcept;
+  LeafWriter& operator=(LeafWriter&&) noexcept;
+  ~LeafWriter();
+  Result<std::span<const WritableLeaf>> next();
+
+ private:
+  friend class Octree;
+  explicit LeafWriter(std::unique_ptr<detail::CursorState> s);
+  std::unique_ptr<detail::CursorState> s_;
+};
+
 // The versions a persisted tree holds (Octree::versions).
 struct Versions {
   std::uint64_t committed = 0;
@@ -261,6 +323,10 @@ class Octree {
   Result<void> visit_leaves(const VisitFn& fn) const;
   // Every leaf in Morton order, with a chance to change its payload.
   Result<void> update_leaves(const UpdateFn& fn);
+  // The same leaves as visit_leaves, in the same order, without a callback
+  // (LeafCursor above); and every payload writable in place (LeafWriter).
+  LeafCursor leaves() const;
+  LeafWriter write_leaves();
   // The root octant's payload: internal once the tree is refined, so free for
   // what the application must persist with the tree (a step counter, the
   // simulation time): it is committed by persist() with everything else.

@@ -112,6 +112,10 @@ class Octree::Impl {
   Result<void> update_leaves(const UpdateFn& fn);
   Result<void> update_root(const UpdateFn& fn);
 
+  // ---- leaves.cpp: the flat iteration (LeafCursor, LeafWriter)
+  std::size_t fill_views(detail::CursorState& s);
+  std::size_t fill_writable(detail::CursorState& s);
+
   // ---- queries.cpp
   Result<void> visit_leaves(const VisitFn& fn) const;
   Result<std::uint64_t> checksum() const { return checksum_from(work_root_); }
@@ -462,6 +466,26 @@ class Octree::Impl {
   Ref next_generation_copy(Ref r);
   Ref commit_root(Ref r);
 
+  // ---- leaves.cpp
+  template <bool Write>
+  std::size_t fill(detail::CursorState& s);
+  void make_frames_writable(detail::CursorState& s);
+  // Asks for the blocks r's children name (the header's line and the last
+  // one; the lines between follow) before the walk reads them: a walk that
+  // enters r visits them next, and a family block's children are otherwise
+  // one dependent miss after another. Only a hint: a reference is not
+  // followed, so a damaged one costs nothing.
+  void prefetch_children(Ref r) const {
+    for (int s = 0; s < fan_; ++s) {
+      const Ref c = child(r, s);
+      if (c == 0 || (!detail::in_dram(c) && c > pool_size_ - block_bytes_)) continue;
+      // Integer arithmetic: a damaged DRAM reference may lie anywhere.
+      const std::uintptr_t b = reinterpret_cast<std::uintptr_t>(blk(c));
+      __builtin_prefetch(reinterpret_cast<const void*>(b));
+      __builtin_prefetch(reinterpret_cast<const void*>(b + block_bytes_ - 1));
+    }
+  }
+
   // ---- queries.cpp
   template <class Leaf>
   void walk(Ref r, const Octant& parent, bool is_root, std::uint32_t max_epoch, const Leaf& leaf) const;
@@ -469,5 +493,30 @@ class Octree::Impl {
   void walk_working(const Leaf& leaf) const;
   Result<std::uint64_t> checksum_from(Ref root) const;
 };
+
+namespace detail {
+
+// Where a flat iteration is: frame d holds the block whose slots are the
+// octants of level d (frame 0: the root block, one slot), as a writing
+// walk's Path does, and the batch handed out last.
+struct CursorState {
+  static constexpr std::size_t kBatch = LeafCursor::kBatch;
+  struct Frame {
+    Ref block = 0;
+    Octant parent;  // the octant whose children the block holds (unused in frame 0)
+    int slot = 0;
+    int slots = 0;
+    bool touched = false;  // the writer counted the block as changed
+  };
+  Octree::Impl* tree = nullptr;
+  bool started = false, done = false;
+  int depth = 0;
+  int writable = -1;  // the writer: frames 0..writable hold writable blocks
+  Frame f[kMaxLevel + 2];
+  LeafView views[kBatch];
+  WritableLeaf writable_leaves[kBatch];
+};
+
+}  // namespace detail
 
 }  // namespace cairn::octree

@@ -75,24 +75,33 @@ struct Linear {
     }
     return nullptr;
   }
-  // Naive 2:1 balance across faces: split any leaf two levels coarser than a neighbour.
-  void balance() {
+  // Naive 2:1 balance across faces (full: faces, edges and corners): split
+  // any leaf two levels coarser than a neighbour.
+  void balance(bool full = false) {
     for (bool changed = true; changed;) {
       changed = false;
       for (const auto& [m, o] : leaves) {
-        for (int axis = 0; axis < dims && !changed; ++axis)
-          for (int side = -1; side <= 1 && !changed; side += 2) {
-            std::int64_t p[3] = {o.x, o.y, o.z};
-            p[axis] += side < 0 ? -1 : static_cast<std::int64_t>(o.length());
-            if (p[axis] < 0 || p[axis] >= static_cast<std::int64_t>(kRootLength)) continue;
-            const Octant* n = containing(static_cast<std::uint32_t>(p[0]), static_cast<std::uint32_t>(p[1]),
-                                         static_cast<std::uint32_t>(p[2]));
-            if (n != nullptr && n->level < o.level - 1) {
-              const Octant split = *n;
-              refine(split);
-              changed = true;
+        for (int dz = (dims == 3 ? -1 : 0); dz <= (dims == 3 ? 1 : 0) && !changed; ++dz)
+          for (int dy = -1; dy <= 1 && !changed; ++dy)
+            for (int dx = -1; dx <= 1 && !changed; ++dx) {
+              const int d[3] = {dx, dy, dz};
+              const int moves = (dx != 0) + (dy != 0) + (dz != 0);
+              if (moves == 0 || (!full && moves != 1)) continue;
+              std::int64_t p[3] = {o.x, o.y, o.z};
+              bool inside = true;
+              for (int a = 0; a < 3; ++a) {
+                if (d[a] != 0) p[a] += d[a] < 0 ? -1 : static_cast<std::int64_t>(o.length());
+                inside = inside && p[a] >= 0 && p[a] < static_cast<std::int64_t>(kRootLength);
+              }
+              if (!inside) continue;
+              const Octant* n = containing(static_cast<std::uint32_t>(p[0]), static_cast<std::uint32_t>(p[1]),
+                                           static_cast<std::uint32_t>(p[2]));
+              if (n != nullptr && n->level < o.level - 1) {
+                const Octant split = *n;
+                refine(split);
+                changed = true;
+              }
             }
-          }
         if (changed) break;
       }
     }
@@ -220,6 +229,242 @@ TEST(Octree, FullBalanceAlsoBalancesCorners) {
         ASSERT_TRUE(nb.ok());
         for (const LeafView& n : nb.value()) EXPECT_LE(std::abs(n.octant.level - o.level), 1);
       }
+}
+
+// Full balance checks 2^d - 1 of the 3^d - 1 directions per octant (those
+// that leave its parent along every axis they move on): it must still give
+// the naive reference's leaves, which tries every direction of every leaf.
+TEST(Octree, FullBalanceMatchesTheNaiveReferenceThatTriesEveryDirection) {
+  for (int dims : {2, 3}) {
+    for (std::uint64_t seed = 1; seed <= 2; ++seed) {
+      auto tr = Octree::create(pool_path("fullref" + std::to_string(dims) + "-" + std::to_string(seed)), opts(dims));
+      ASSERT_TRUE(tr.ok());
+      Octree& t = *tr.value();
+      Linear ref{dims, {}};
+      ref.add(Octant{});
+      std::mt19937_64 rng(seed * 7 + static_cast<std::uint64_t>(dims));
+      // A few deep spikes into random points: corners and edges meet coarse leaves.
+      for (int spike = 0; spike < 3; ++spike) {
+        const std::uint32_t px = static_cast<std::uint32_t>(rng() % kRootLength);
+        const std::uint32_t py = static_cast<std::uint32_t>(rng() % kRootLength);
+        const std::uint32_t pz = dims == 3 ? static_cast<std::uint32_t>(rng() % kRootLength) : 0;
+        const auto hit = [&](const Octant& o) {
+          const std::uint32_t l = o.length();
+          return o.level < 6 && px >= o.x && px - o.x < l && py >= o.y && py - o.y < l &&
+                 (dims == 2 || (pz >= o.z && pz - o.z < l));
+        };
+        for (bool more = true; more;) {
+          more = false;
+          for (const Octant& o : ref.list())
+            if (hit(o)) {
+              ref.refine(o);
+              more = true;
+            }
+        }
+        ASSERT_TRUE(t.refine(
+                         true, [&](const Octant& o, const std::byte*) { return hit(o); }, init_code)
+                        .ok());
+      }
+      ASSERT_EQ(leaves_of(t), ref.list());
+      ASSERT_TRUE(t.balance(Connect::full, init_code).ok());
+      ref.balance(true);
+      const auto got = leaves_of(t);
+      const auto want = ref.list();
+      ASSERT_EQ(got.size(), want.size()) << "dims " << dims << " seed " << seed;
+      for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << i;
+    }
+  }
+}
+
+// Every leaf of the flat iteration, as (octant, payload pointer).
+std::vector<std::pair<Octant, const std::byte*>> flat_leaves(const Octree& t, std::size_t* batches = nullptr) {
+  std::vector<std::pair<Octant, const std::byte*>> out;
+  auto c = t.leaves();
+  for (std::size_t n = 0;; ++n) {
+    auto b = c.next();
+    EXPECT_TRUE(b.ok()) << b.error().message;
+    if (!b.ok() || b.value().empty()) {
+      if (batches != nullptr) *batches = n;
+      return out;
+    }
+    for (const LeafView& l : b.value()) out.emplace_back(l.octant, l.data);
+  }
+}
+
+std::vector<std::pair<Octant, const std::byte*>> visited_leaves(const Octree& t) {
+  std::vector<std::pair<Octant, const std::byte*>> out;
+  EXPECT_TRUE(t.visit_leaves([&](const Octant& o, const std::byte* d) { out.emplace_back(o, d); }).ok());
+  return out;
+}
+
+// Writes f(octant) into every payload through the bulk writer.
+template <class F>
+Result<void> write_all(Octree& t, const F& f) {
+  auto w = t.write_leaves();
+  for (;;) {
+    auto b = w.next();
+    if (!b.ok()) return b.error();
+    if (b.value().empty()) return {};
+    for (const WritableLeaf& l : b.value()) f(l.octant, l.data);
+  }
+}
+
+void stamp(const Octant& o, std::byte* d) {
+  const std::uint64_t v = morton(o, 3) * 31 + static_cast<std::uint64_t>(o.level) + 7;
+  std::memcpy(d, &v, 8);
+}
+
+// A tree whose working version mixes every kind of block: shared pool
+// blocks of the committed version, private pool blocks, C0 blocks with and
+// without twins (budget 0: pool blocks only).
+void mixed_tree(Octree& t) {
+  ASSERT_TRUE(t.uniform(2, init_code).ok());
+  ASSERT_TRUE(
+      t.refine(
+           true, [](const Octant& o, const std::byte*) { return o.level < 5 && o.x < kRootLength / 4; }, init_code)
+          .ok());
+  ASSERT_TRUE(t.balance(Connect::face, init_code).ok());
+  ASSERT_TRUE(t.persist().ok());
+  ASSERT_TRUE(t.refine(
+                   true,
+                   [&](const Octant& o, const std::byte*) {
+                     return o.level < 6 && o.y >= kRootLength / 2 && o.y < kRootLength / 2 + kRootLength / 8;
+                   },
+                   init_code)
+                  .ok());
+  ASSERT_TRUE(t.update_leaves([](const Octant& o, std::byte* d) {
+                 d[1] = static_cast<std::byte>(o.level);
+                 return o.x % (kRootLength / 8) == 0;
+               }).ok());
+}
+
+TEST(Octree, FlatIterationHandsOutTheLeavesOfVisitLeavesInTheSameOrder) {
+  for (int dims : {2, 3})
+    for (const std::uint64_t budget : {std::uint64_t{0}, std::uint64_t{16} << 20}) {
+      const std::string name = "flat" + std::to_string(dims) + "-" + std::to_string(budget);
+      Options o = opts(dims);
+      o.dram_budget = budget;
+      const std::string path = pool_path(name);
+      std::uint64_t sum = 0;
+      {
+        auto tr = Octree::create(path, o);
+        ASSERT_TRUE(tr.ok());
+        Octree& t = *tr.value();
+        mixed_tree(t);
+        std::size_t batches = 0;
+        const auto flat = flat_leaves(t, &batches);
+        const auto visited = visited_leaves(t);
+        ASSERT_GT(flat.size(), 3 * LeafCursor::kBatch);
+        EXPECT_EQ(flat.size(), t.leaf_count().value());
+        EXPECT_EQ(batches, (flat.size() + LeafCursor::kBatch - 1) / LeafCursor::kBatch);  // full batches but the last
+        EXPECT_TRUE(flat == visited) << name;  // the same octants and payloads, in the same order
+        ASSERT_TRUE(t.persist().ok());
+        sum = t.checksum().value();
+        // A tree of one leaf: one batch of one.
+        auto single = Octree::create(pool_path(name + "-single"), o);
+        ASSERT_TRUE(single.ok());
+        const auto one = flat_leaves(*single.value());
+        ASSERT_EQ(one.size(), 1u);
+        EXPECT_EQ(one[0].first, Octant{});
+        EXPECT_EQ(one[0].second, single.value()->root_data());
+      }
+      // Restored: every block in the pool, each checked the first time a walk reaches it.
+      auto back = Octree::restore(path, o);
+      ASSERT_TRUE(back.ok()) << back.error().message;
+      const auto flat = flat_leaves(*back.value());
+      EXPECT_TRUE(flat == visited_leaves(*back.value()));
+      EXPECT_EQ(back.value()->checksum().value(), sum);
+    }
+}
+
+// The bulk writer against per-leaf updates on an identical tree: the same
+// leaves, the same checksum before and after persist + restore, the same
+// blocks copied (the persist then writes each block once).
+TEST(Octree, BulkWriterGivesWhatPerLeafUpdatesGiveThroughPersistAndRestore) {
+  for (int dims : {2, 3})
+    for (const std::uint64_t budget : {std::uint64_t{0}, std::uint64_t{16} << 20}) {
+      const std::string name = "bulk" + std::to_string(dims) + "-" + std::to_string(budget);
+      Options o = opts(dims);
+      o.dram_budget = budget;
+      std::uint64_t sums[2] = {0, 0}, shared[2] = {0, 0}, written_blocks[2] = {0, 0};
+      const std::string paths[2] = {pool_path(name + "-0"), pool_path(name + "-1")};
+      for (int i = 0; i < 2; ++i) {
+        auto tr = Octree::create(paths[i], o);
+        ASSERT_TRUE(tr.ok());
+        Octree& t = *tr.value();
+        mixed_tree(t);
+        ASSERT_TRUE(t.persist().ok());  // every block shared with the committed version
+        const Stats before = t.stats().value();
+        ASSERT_GT(before.shared_bytes, 0u);
+        if (i == 0) {
+          ASSERT_TRUE(t.update_leaves([](const Octant& q, std::byte* d) {
+                         stamp(q, d);
+                         return true;
+                       }).ok());
+        } else {
+          ASSERT_TRUE(write_all(t, stamp).ok());
+        }
+        const Stats after = t.stats().value();
+        EXPECT_EQ(after.blocks, before.blocks);
+        EXPECT_EQ(after.leaves, before.leaves);
+        EXPECT_LT(after.shared_bytes, before.shared_bytes / 4);  // the blocks holding leaves, and their paths, copied
+        shared[i] = after.shared_bytes;
+        EXPECT_TRUE(t.verify().ok());
+        const std::uint64_t written = t.checksum().value();
+        auto ps = t.persist();
+        ASSERT_TRUE(ps.ok());
+        EXPECT_EQ(ps.value().blocks_written, after.blocks);  // each block once
+        written_blocks[i] = ps.value().blocks_written;
+        sums[i] = t.checksum().value();
+        EXPECT_EQ(sums[i], written);
+      }
+      EXPECT_EQ(sums[0], sums[1]) << name;
+      EXPECT_EQ(shared[0], shared[1]) << name;  // the same blocks copied
+      EXPECT_EQ(written_blocks[0], written_blocks[1]) << name;
+      for (int i = 0; i < 2; ++i) {
+        auto back = Octree::restore(paths[i], o);
+        ASSERT_TRUE(back.ok());
+        EXPECT_EQ(back.value()->checksum().value(), sums[0]);
+        EXPECT_TRUE(back.value()->verify().ok());
+      }
+    }
+}
+
+// The writer copies blocks into C0 past a small DRAM budget: merges run
+// between batches, and the tree is the one per-leaf updates give.
+TEST(Octree, BulkWriterMergesC0BetweenBatchesAndComputesTheSameTree) {
+  std::uint64_t sums[2] = {0, 0};
+  std::uint64_t merges[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    Options o = opts(3);
+    o.dram_budget = 100 * 1024;
+    auto tr = Octree::create(pool_path("bulk-merge" + std::to_string(i)), o);
+    ASSERT_TRUE(tr.ok());
+    Octree& t = *tr.value();
+    ASSERT_TRUE(t.uniform(3, init_code).ok());
+    ASSERT_TRUE(
+        t.refine(
+             true, [](const Octant& oc, const std::byte*) { return oc.level < 5 && oc.x < kRootLength / 2; }, init_code)
+            .ok());
+    ASSERT_TRUE(t.persist().ok());
+    const std::uint64_t m0 = t.stats().value().merges;
+    if (i == 0) {
+      ASSERT_TRUE(t.update_leaves([](const Octant& q, std::byte* d) {
+                     stamp(q, d);
+                     return true;
+                   }).ok());
+    } else {
+      ASSERT_TRUE(write_all(t, stamp).ok());
+    }
+    const Stats st = t.stats().value();
+    merges[i] = st.merges - m0;
+    EXPECT_LE(st.dram_bytes, o.dram_budget + 64 * st.block_bytes);
+    EXPECT_TRUE(t.verify().ok());
+    ASSERT_TRUE(t.persist().ok());
+    sums[i] = t.checksum().value();
+  }
+  EXPECT_GT(merges[1], 0u);
+  EXPECT_EQ(sums[0], sums[1]);
 }
 
 TEST(Octree, PersistRestoreGivesThePersistedTreeBitForBit) {
@@ -1069,6 +1314,22 @@ int restore_and_read(const std::string& path, const Options& o, std::uint64_t su
   auto v = tr.verify();
   auto n = tr.leaf_count();
   if (!c.ok() || !s.ok() || !v.ok() || !n.ok()) return kTypedError;
+  // The flat iteration hands out as many leaves; the bulk writer writes each
+  // payload back unchanged (copying the committed blocks it reaches).
+  std::uint64_t flat = 0;
+  for (auto cursor = tr.leaves();;) {
+    auto b = cursor.next();
+    if (!b.ok()) return kTypedError;
+    if (b.value().empty()) break;
+    flat += b.value().size();
+  }
+  if (flat != n.value()) return kDifferentTree;
+  for (auto writer = tr.write_leaves();;) {
+    auto b = writer.next();
+    if (!b.ok()) return kTypedError;
+    if (b.value().empty()) break;
+    for (const WritableLeaf& l : b.value()) l.data[0] = static_cast<std::byte>(static_cast<unsigned>(l.data[0]));
+  }
   if (auto g = tr.gc(); !g.ok()) return kTypedError;
   if (auto b = tr.balance(Connect::face, init_code); !b.ok()) return kTypedError;
   if (auto p = tr.persist(); !p.ok()) return kTypedError;
@@ -1195,6 +1456,24 @@ TEST(OctreeDamage, ADamagedPayloadIsFoundWhenItsBlockIsFirstRead) {
   EXPECT_EQ(lazy.value()->stats().error().code, Errc::corrupted);
   EXPECT_EQ(lazy.value()->verify().error().code, Errc::corrupted);
   EXPECT_EQ(lazy.value()->gc().error().code, Errc::corrupted);
+  // The flat iteration and the bulk writer meet it too: a typed error, then
+  // the cursor has ended.
+  auto cursor = lazy.value()->leaves();
+  Result<std::span<const LeafView>> batch = std::span<const LeafView>{};
+  do batch = cursor.next();
+  while (batch.ok() && !batch.value().empty());
+  ASSERT_FALSE(batch.ok());
+  EXPECT_EQ(batch.error().code, Errc::corrupted) << batch.error().message;
+  EXPECT_NE(batch.error().message.find(path), std::string::npos) << batch.error().message;
+  auto ended = cursor.next();
+  ASSERT_TRUE(ended.ok());
+  EXPECT_TRUE(ended.value().empty());
+  auto writer = lazy.value()->write_leaves();
+  Result<std::span<const WritableLeaf>> wbatch = std::span<const WritableLeaf>{};
+  do wbatch = writer.next();
+  while (wbatch.ok() && !wbatch.value().empty());
+  ASSERT_FALSE(wbatch.ok());
+  EXPECT_EQ(wbatch.error().code, Errc::corrupted) << wbatch.error().message;
 }
 
 // Headers that name extents past the pool, or sizes whose products wrap, and

@@ -18,6 +18,7 @@ using namespace detail;
 template <class Leaf>
 void Octree::Impl::walk(Ref r, const Octant& parent, bool is_root, std::uint32_t max_epoch, const Leaf& leaf) const {
   const int n = is_root ? 1 : fan_;
+  prefetch_children(r);
   for (int s = 0; s < n; ++s) {
     const Octant o = is_root ? Octant{} : child_octant(parent, s);
     const Ref c = read_child(r, s, o, max_epoch);
