@@ -1,7 +1,7 @@
 # The two commands of the README. Both install what is missing first.
 #   make demo   build (release) and run the main demonstration
 #   make test   build with address+undefined sanitizers and run every test
-.PHONY: deps demo test test-crash build release debug tsan test-tsan fuzz-build fuzz bench format format-check clean
+.PHONY: deps demo test test-crash build release debug tsan test-tsan fuzz-build fuzz ulfm test-ulfm bench format format-check clean
 
 JOBS ?= 2
 
@@ -24,6 +24,16 @@ tsan: deps
 fuzz-build: deps
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz -j $(JOBS)
+
+# The ULFM flavour: src/dist, jacobi-mpi and the in-job recovery tests against
+# Open MPI 5 with ULFM (scripts/install-deps.sh puts it in build/ulfm-venv);
+# nothing else (README: "Two MPI builds").
+ulfm: deps
+	cmake --preset ulfm >/dev/null
+	cmake --build --preset ulfm -j $(JOBS) --target jacobi-mpi jacobi_ulfm_test
+
+test-ulfm: ulfm
+	ctest --preset ulfm -R '^JacobiUlfm\.'
 
 build: release
 
@@ -55,7 +65,10 @@ demo: release
 #  4. the fuzz targets (fuzz/README.md), built with clang-16: each one's
 #     regression inputs, then FUZZ_CHECK_RUNS inputs (3000) drawn from its
 #     seeds with a fixed libFuzzer seed, so that every machine runs the same
-#     inputs, bounded by FUZZ_CHECK_SECONDS (about 2 minutes with the build).
+#     inputs, bounded by FUZZ_CHECK_SECONDS (about 2 minutes with the build);
+#  5. the in-job recovery tests on the ULFM build (`make test-ulfm`: only the
+#     library, src/dist, jacobi-mpi and jacobi_ulfm_test are built; 4 ranks
+#     and 1 or 2 spares, real SIGKILLs; about 2 minutes with the build).
 CRASH_TESTS = crashsim_suite_test crashsim_fs_test crashsim_undo_log_test
 TSAN_SHARE_TARGETS = pool_test devices_test persist_in_place_test persist_incremental_test \
                      persist_conformance_test sph_verify_test stream_test octree_test dist_protection_test
@@ -73,6 +86,9 @@ test: debug
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz -j $(JOBS)
 	fuzz/run.sh check build/fuzz $(FUZZ_CHECK_SECONDS)
+	cmake --preset ulfm >/dev/null
+	cmake --build --preset ulfm -j $(JOBS) --target jacobi-mpi jacobi_ulfm_test
+	ctest --preset ulfm -R '^JacobiUlfm\.'
 
 # `make fuzz`: every fuzz target for FUZZ_SECONDS, growing its corpus in
 # build/fuzz/fuzz/corpus/<target>/ (findings in build/fuzz/fuzz/findings/).

@@ -894,8 +894,9 @@ double added(const DistOverheadRow& r) { return (r.collective - r.local) / (r.lo
 void print_dist_report(const DistReport& rep, std::ostream& out) {
   const auto& o = rep.options;
   char line[400];
-  out << "dist: MPI jobs under mpirun (Open MPI, mpi_yield_when_idle=1), medians of " << o.repeats
-      << " interleaved rounds (" << rep.machine << ")\n";
+  out << "dist: MPI jobs under mpirun (Open MPI, mpi_yield_when_idle=1; ULFM in-job recovery: "
+      << (CAIRN_MPI_ULFM ? "yes" : "no, relaunch only") << "), medians of " << o.repeats << " interleaved rounds ("
+      << rep.machine << ")\n";
   if (!rep.overhead.empty()) {
     out << "\noverhead: " << o.size.n << "x" << o.size.n << " grid, " << o.size.iterations << " iterations, "
         << o.strategy << "; loop time per iteration of rank 0 (us)\n";

@@ -17,6 +17,10 @@
 //     (two simulated nodes in /dev/shm/j/node0 and node1; delete one, --resume rebuilds it)
 //   mpirun -n 4 jacobi-mpi --size 256 --iterations 500 --dir /dev/shm/j --supervised --crash-at 200
 //     (rank 0's compute process dies and is restarted in place; the job goes on, never relaunched)
+//   mpirun --with-ft ulfm -n 5 jacobi-mpi --size 256 --iterations 500 --dir /dev/shm/j --spares 1 --progress
+//     (ULFM builds, the ulfm preset: 4 ranks compute, 1 waits; SIGKILL a rank
+//     (its pid is printed) and the spare takes its place, the job goes on in
+//     the same mpirun: "recovered version=G")
 //   mpirun -n 4 jacobi-mpi --size 256 --iterations 500 --dir /dev/shm/j --commit local   (or none)
 //     (`cairn bench dist`'s baselines: each rank commits its lanes without the
 //     agreement, or nothing is persisted; the same checksum)
@@ -38,6 +42,7 @@
 // that same version in their own storage (n<P>) and only then remove the old
 // job's storage.
 #include <signal.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -65,6 +70,8 @@ struct Args {
   int crash_rank = 0;
   bool resume = false, quiet = false;
   int from_ranks = 0;
+  int spares = 0;
+  bool progress = false;
   std::string commit = "collective";  // | local | none
   cairn::apps::SuperviseSwitches supervise;
   cairn::apps::DistSwitches dist;
@@ -209,6 +216,33 @@ std::uint64_t read_old_job(const Args& a, const cairn::persist::Options& base, i
 int solve(const Args& a, const Grid& grid, const cairn::dist::Options& o, cairn::dist::Context& ctx,
           std::chrono::steady_clock::time_point t_start);
 
+std::int64_t realtime_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// --spares K: the last K ranks of MPI_COMM_WORLD wait; the job is the others.
+int run_with_spares(const Args& a, std::chrono::steady_clock::time_point t_start) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (a.supervise.supervised || a.from_ranks > 0 || a.commit != "collective")
+    return fail(rank, "--spares recovers inside the job: not with --supervised, --from-ranks or --commit");
+  const int job = ranks - a.spares;
+  if (job < 1) return fail(rank, "--spares " + std::to_string(a.spares) + " leaves no rank of the job");
+  cairn::dist::Options o = a.dist.options(a.strategy, a.dir, a.name);
+  o.spares = a.spares;
+  if (!a.resume && rank < job)  // a fresh job starts on empty storage; spares own none yet
+    if (auto r = cairn::dist::Context::remove_storage(o, rank, job); !r.ok()) return fail(rank, r.error().message);
+  auto c = cairn::dist::Context::create(MPI_COMM_WORLD, o);
+  if (!c.ok()) return fail(rank, c.error().message);
+  cairn::dist::Context& ctx = *c.value();
+  if (ctx.released()) return 0;  // the job ended without needing this spare
+  const Grid grid(a.n, ctx.rank(), ctx.size());
+  if (grid.w() < static_cast<std::size_t>(ctx.size())) return fail(rank, "more ranks than grid rows");
+  return solve(a, grid, o, ctx, t_start);
+}
+
 int run(const Args& a) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -216,6 +250,7 @@ int run(const Args& a) {
   const Grid grid(a.n, rank, ranks);
   if (grid.w() < static_cast<std::size_t>(ranks)) return fail(rank, "more ranks than grid rows");
   const auto t_start = std::chrono::steady_clock::now();
+  if (a.spares > 0) return run_with_spares(a, t_start);
   // --commit none: the grid in two DRAM arrays swapped every iteration and
   // nothing persisted (the storage is opened but never written).
   if (a.commit == "none" && a.resume) return fail(rank, "--commit none persists nothing to resume from");
@@ -240,6 +275,10 @@ int solve(const Args& a, const Grid& grid, const cairn::dist::Options& o, cairn:
           std::chrono::steady_clock::time_point t_start) {
   const int rank = ctx.rank(), ranks = ctx.size();
   const bool persisting = a.commit != "none";
+  if (a.progress) {  // the pid a kill test sends its SIGKILL to
+    std::printf("%s rank=%d pid=%d\n", ctx.joined() ? "joined" : "started", rank, static_cast<int>(getpid()));
+    std::fflush(stdout);
+  }
   std::vector<double> plain[2];
   auto psi_r = ctx.dual_region("psi", grid.block_bytes());
   if (!psi_r.ok()) return fail(rank, psi_r.error().message);
@@ -250,9 +289,11 @@ int solve(const Args& a, const Grid& grid, const cairn::dist::Options& o, cairn:
   double restore_ms = 0;
   // A replacement compute process (supervised) always restores; the
   // version may be none if its predecessor died before the first commit.
-  const bool resuming = a.resume || ctx.restarted();
+  // A spare that replaces a dead rank restores with the survivors (their recover()).
+  const bool resuming = a.resume || ctx.restarted() || ctx.joined();
   auto restored = resuming ? ctx.restore() : cairn::Result<std::uint64_t>(std::uint64_t{0});
-  const bool fresh = !restored.ok() && ctx.restarted() && restored.error().code == cairn::Errc::no_version;
+  const bool fresh =
+      !restored.ok() && (ctx.restarted() || ctx.joined()) && restored.error().code == cairn::Errc::no_version;
   if (resuming && !fresh) {
     auto& g = restored;
     if (g.ok()) {
@@ -291,7 +332,53 @@ int solve(const Args& a, const Grid& grid, const cairn::dist::Options& o, cairn:
   const int above = grid.lo() > 0 ? rank - 1 : MPI_PROC_NULL;
   const int below = grid.hi() < w ? rank + 1 : MPI_PROC_NULL;
   double compute_s = 0, commit_s = 0;
-  for (std::uint64_t i = start; i < a.iterations; ++i) {
+  if (a.progress && resuming && rank == 0) {
+    std::printf("restored version=%" PRIu64 " t=%" PRId64 "\n", start, realtime_ns());
+    std::fflush(stdout);
+  }
+  // In-job recovery (--spares): a rank died; every rank goes on from the
+  // global version recover() agreed on, a spare in the dead rank's place.
+  std::uint64_t i = start;
+  auto recover = [&]() -> int {
+    auto g = ctx.recover();
+    if (!g.ok() && g.error().code == cairn::Errc::no_version) {  // died before the first global version
+      grid.initialize(psi.read<double>());
+      i = 0;
+    } else if (!g.ok()) {
+      return fail(rank, g.error().message);
+    } else {
+      i = g.value();
+    }
+    if (rank == 0) {
+      std::printf("recovered version=%" PRIu64 " recover_ms=%.3f from=%s t=%" PRId64 "\n", i,
+                  ctx.stats().recover_seconds * 1e3, ctx.stats().restored_from.c_str(), realtime_ns());
+      std::fflush(stdout);
+    }
+    return 0;
+  };
+  std::size_t most = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const Grid g(a.n, r, ranks);
+    most = std::max(most, g.hi() - g.lo());
+  }
+  std::vector<std::uint64_t> mine(most * w, 0), all(most * w * static_cast<std::size_t>(ranks));
+  std::vector<std::uint64_t> gathered(2 * static_cast<std::size_t>(ranks));
+  for (;;) {
+    if (i >= a.iterations) {
+      // The grid on rank 0 for the checksum: each rank's rows padded to the
+      // largest block (an all-gather of words, which a supervisor can relay).
+      std::memcpy(mine.data(), persisting ? psi.read<double>() : plain[0].data(), grid.block_bytes());
+      ctx.allgather(mine.data(), static_cast<int>(mine.size()), all.data());
+      // The slowest rank's commit times, in nanoseconds.
+      const auto& s = ctx.stats();
+      const double per = s.commits ? 1e9 / static_cast<double>(s.commits) : 0;
+      const std::uint64_t times[2] = {static_cast<std::uint64_t>(s.local_commit_seconds * per),
+                                      static_cast<std::uint64_t>(s.agree_seconds * per)};
+      ctx.allgather(times, 2, gathered.data());
+      if (!ctx.failed()) break;
+      if (int rc = recover(); rc != 0) return rc;
+      continue;
+    }
     // Not in the first iteration of a resumed run: a relaunch with the same
     // switches (cairn launch) resumes at crash_at and must get past it.
     if (a.crash_at >= 0 && i == static_cast<std::uint64_t>(a.crash_at) && rank == a.crash_rank &&
@@ -309,6 +396,10 @@ int solve(const Args& a, const Grid& grid, const cairn::dist::Options& o, cairn:
     // Halo: my first row goes up, my last row goes down.
     ctx.sendrecv(in, w * sizeof(double), above, down.data(), w * sizeof(double), below);
     ctx.sendrecv(in + (rows - 1) * w, w * sizeof(double), below, up.data(), w * sizeof(double), above);
+    if (ctx.failed()) {
+      if (int rc = recover(); rc != 0) return rc;
+      continue;
+    }
     grid.step(in, persisting ? psi.write<double>() : plain[1].data(), up.data(), down.data());
     const auto t1 = std::chrono::steady_clock::now();
     if (a.commit == "none") {
@@ -319,38 +410,28 @@ int solve(const Args& a, const Grid& grid, const cairn::dist::Options& o, cairn:
       if (!r.ok()) return fail(rank, r.error().message);
       ctx.store().advance();
     } else if (auto r = ctx.commit(); !r.ok()) {
-      return fail(rank, r.error().message);
+      if (!ctx.failed()) return fail(rank, r.error().message);
+      if (int rc = recover(); rc != 0) return rc;
+      continue;
+    }
+    ++i;
+    if (a.progress && rank == 0) {
+      std::printf("committed version=%" PRIu64 " t=%" PRId64 "\n", i, realtime_ns());
+      std::fflush(stdout);
     }
     compute_s += std::chrono::duration<double>(t1 - t0).count();
     commit_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   }
 
-  // The grid on rank 0 for the checksum: each rank's rows padded to the
-  // largest block (an all-gather of words, which a supervisor can relay).
-  std::size_t most = 0;
-  for (int r = 0; r < ranks; ++r) {
-    const Grid g(a.n, r, ranks);
-    most = std::max(most, g.hi() - g.lo());
-  }
-  std::vector<std::uint64_t> mine(most * w, 0), all(most * w * static_cast<std::size_t>(ranks));
-  std::memcpy(mine.data(), persisting ? psi.read<double>() : plain[0].data(), grid.block_bytes());
-  ctx.allgather(mine.data(), static_cast<int>(mine.size()), all.data());
   std::vector<double> whole(rank == 0 ? w * w : 0);
   for (int r = 0; rank == 0 && r < ranks; ++r) {
     const Grid g(a.n, r, ranks);
     std::memcpy(whole.data() + g.lo() * w, all.data() + static_cast<std::size_t>(r) * most * w,
                 (g.hi() - g.lo()) * w * sizeof(double));
   }
-  // The slowest rank's commit times, in nanoseconds.
-  const auto& s = ctx.stats();
-  const double per = s.commits ? 1e9 / static_cast<double>(s.commits) : 0;
-  const std::uint64_t times[2] = {static_cast<std::uint64_t>(s.local_commit_seconds * per),
-                                  static_cast<std::uint64_t>(s.agree_seconds * per)};
-  std::vector<std::uint64_t> gathered(2 * static_cast<std::size_t>(ranks));
-  ctx.allgather(times, 2, gathered.data());
   double worst_all[2] = {0, 0};
-  for (std::size_t i = 0; i < gathered.size(); ++i)
-    worst_all[i % 2] = std::max(worst_all[i % 2], static_cast<double>(gathered[i]) * 1e-3);
+  for (std::size_t k = 0; k < gathered.size(); ++k)
+    worst_all[k % 2] = std::max(worst_all[k % 2], static_cast<double>(gathered[k]) * 1e-3);
   if (rank == 0) {
     std::printf("jacobi-mpi %s ranks=%d%s: iterations %" PRIu64 " (from %" PRIu64 ")  checksum %016" PRIx64 "\n",
                 persisting ? a.strategy.c_str() : "none", ranks, a.commit == "local" ? " commit=local" : "",
@@ -385,6 +466,15 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"collective", "local", "none"}));
   a.dist.add_to(cli);
   a.supervise.add_to(cli);
+  cli.add_option("--spares", a.spares,
+                 "ULFM builds: the last K ranks wait as spares; a rank that dies is replaced by one inside the job")
+      ->check(CLI::NonNegativeNumber);
+  cli.add_flag("--progress", a.progress,
+               "print each rank's pid, and on rank 0 'committed version=V t=NS' after each commit (kill tests)");
+  cli.footer(std::string("In-job recovery (--spares): ") +
+             (cairn::dist::ulfm_available()
+                  ? "available: this build's MPI has ULFM (run under mpirun --with-ft ulfm)."
+                  : "not in this build: its MPI has no ULFM (build the ulfm preset, README)."));
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

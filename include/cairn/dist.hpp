@@ -86,7 +86,10 @@
 // all-reduce until the launcher (mpirun, `cairn launch`) ends the job: this
 // Open MPI (4.1.4, Debian) has no ULFM (no MPIX_Comm_revoke/shrink; ompi_info
 // "FT Checkpoint support: no"), so recovery is a relaunch at the global
-// version, or supervise() restarts the dead compute process in place. A
+// version, or supervise() restarts the dead compute process in place. Built
+// against an MPI with ULFM (Open MPI 5, the ulfm preset), a job started with
+// spare ranks (Options::spares) recovers inside the running job instead:
+// Context::recover(). A
 // fresh job must start on empty storage (Context::remove_storage for its
 // rank): an old job's lanes would outrank its versions. Pointers
 // inside regions (persist's register_pointer) are not supported: a plain
@@ -296,7 +299,17 @@ struct Options {
   // hold the global version again, "protected" once their copies or parity
   // were written again (fault injection during recovery).
   std::function<void(const std::string& stage)> restore_stage;
+  // In-job recovery (ULFM builds only, see ulfm_available()): the last
+  // `spares` ranks of the communicator given to create() do not compute;
+  // they wait in create() until a rank of the job dies, and then one of them
+  // takes its place (Context::recover()). 0: no spares, no in-job recovery.
+  int spares = 0;
 };
+
+// Whether the MPI this library was built against offers ULFM (MPIX_Comm_revoke,
+// MPIX_Comm_shrink, MPIX_Comm_agree): in-job recovery onto spare ranks. Open
+// MPI 5 built with it (the ulfm build preset) does; Open MPI 4.1 does not.
+bool ulfm_available();
 
 struct Stats {
   std::uint64_t commits = 0;
@@ -312,6 +325,9 @@ struct Stats {
   // restore(): how this rank got the global version.
   std::string restored_from;        // "local", "partner", "xor", "pfs"
   std::uint64_t rebuilt_ranks = 0;  // ranks whose state was rebuilt in the last restore
+  // recover(): how many, and the last one's time from its call to its restore's end.
+  std::uint64_t recoveries = 0;
+  double recover_seconds = 0;
 };
 
 // The collective view: one RankStore per rank, agreed through `comm`.
@@ -361,6 +377,30 @@ class Context {
   // The directory of this rank's storage (its node's, when nodes are simulated).
   const std::string& storage_dir() const { return options_.persist.dir; }
 
+  // In-job recovery (Options::spares > 0, ULFM builds). A rank that dies
+  // makes the survivors' MPI operations through this Context fail: commit()
+  // and restore() return an error, sendrecv() and allgather() return at
+  // once, and failed() becomes true. Every survivor then calls recover()
+  // (collective over the survivors): they revoke the job's communicators,
+  // shrink them, agree on the failed set (MPIX_Comm_agree), and a spare
+  // takes each dead rank's number, so the job keeps its size and its
+  // decomposition; then every rank restores the global version (the
+  // replacement from the dead rank's lanes when its node's storage is
+  // there, else from its partner copy or parity, else the flushed versions)
+  // and recover() returns it: the application continues from there, inside
+  // the same mpirun. Errc::unsupported without spares or ULFM; another error
+  // when no spare is left (the job must then end, and `cairn launch`
+  // relaunches it).
+  bool failed() const { return failed_; }
+  Result<std::uint64_t> recover();
+  // A spare's create() returns when the job needs it or ends. released():
+  // it ended without needing this spare; the application calls nothing of
+  // this Context and finalizes MPI. joined(): this rank replaces a dead one
+  // (rank() is its number): the application registers its regions, open()
+  // and restore() as at a resume, and these join the survivors' recover().
+  bool released() const { return released_; }
+  bool joined() const { return joined_; }
+
   // Removes everything a job stored for rank `rank` of `nranks`: its lanes,
   // the partner copy and parity it holds, its flushed versions. Not
   // collective; never on a rank whose Context is open. A fresh job calls it
@@ -399,6 +439,16 @@ class Context {
   Result<void> agree(const Result<void>& local, const std::string& what, std::uint64_t commit_version = 0);
   void tell_supervisor_started();
   friend int supervise(MPI_Comm, Options, const std::function<int(Context&)>&, int);
+  // In-job recovery: one failed operation marks the Context failed and
+  // revokes its communicators; the helpers below run one MPI call so.
+  bool check(int rc);
+  Result<void> attach(MPI_Comm work);  // after a shrink: the job's communicators again
+  static Result<std::unique_ptr<Context>> build(MPI_Comm work, Options options);
+  static Result<std::unique_ptr<Context>> wait_as_spare(MPI_Comm world, std::vector<int> slot_of, Options options);
+  static constexpr int kReleaseTag = 4711;
+  bool failed_ = false, released_ = false, joined_ = false;
+  MPI_Comm world_ = MPI_COMM_NULL;  // spares: the job and its spares
+  std::vector<int> slot_of_;        // spares: the rank in the job of each rank of world_ (-1: spare)
   int supervisor_fd_ = -1;
   bool restarted_ = false, started_sent_ = false;
   std::uint64_t restart_version_ = 0;

@@ -1,6 +1,7 @@
 // context.cpp — the collective side of dist: open, restore and commit agreed
 // through MPI all-reduces over a duplicate of the application's communicator.
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,10 @@
 #include "dist/supervise.hpp"
 #include "util/hash.hpp"
 #include "util/io.hpp"
+
+#ifdef CAIRN_HAVE_ULFM
+#include <mpi-ext.h>
+#endif
 
 namespace cairn::dist {
 namespace {
@@ -73,12 +78,130 @@ Result<Redundancy> parse_redundancy(const std::string& s) {
   return make_error(Errc::invalid_argument, "unknown redundancy level '" + s + "': choose local, partner or xor");
 }
 
+#ifdef CAIRN_HAVE_ULFM
+namespace {
+
+// The live ranks of `world` after a failure: its shrunk communicator, the
+// rank in the job of each of its ranks (spares took the dead ranks' numbers,
+// lowest spare to lowest number), and the job's communicator (ranks in job
+// order; MPI_COMM_NULL on a rank still spare).
+struct Rejoined {
+  MPI_Comm world = MPI_COMM_NULL, work = MPI_COMM_NULL;
+  std::vector<int> slot_of;
+  int slot = -1;
+};
+
+// Collective over every live rank of `world`, survivors and spares alike.
+Result<Rejoined> rejoin(MPI_Comm world, const std::vector<int>& slot_of) {
+  MPIX_Comm_revoke(world);
+  Rejoined j;
+  if (MPIX_Comm_shrink(world, &j.world) != MPI_SUCCESS)
+    return make_error(Errc::io_error, "in-job recovery: MPIX_Comm_shrink failed");
+  MPI_Comm_set_errhandler(j.world, MPI_ERRORS_RETURN);
+  int n = 0, me = 0;
+  MPI_Comm_size(j.world, &n);
+  MPI_Comm_rank(j.world, &me);
+  MPI_Group before, after;
+  MPI_Comm_group(world, &before);
+  MPI_Comm_group(j.world, &after);
+  std::vector<int> mine(static_cast<std::size_t>(n)), old(static_cast<std::size_t>(n));
+  for (int k = 0; k < n; ++k) mine[static_cast<std::size_t>(k)] = k;
+  MPI_Group_translate_ranks(after, n, mine.data(), before, old.data());
+  MPI_Group_free(&before);
+  MPI_Group_free(&after);
+  std::vector<char> alive(slot_of.size(), 0);
+  for (int o : old) alive[static_cast<std::size_t>(o)] = 1;
+  std::vector<int> dead;  // the job's ranks whose process failed, in order
+  for (std::size_t r = 0; r < slot_of.size(); ++r)
+    if (!alive[r] && slot_of[r] >= 0) dead.push_back(slot_of[r]);
+  std::sort(dead.begin(), dead.end());
+  j.slot_of.resize(static_cast<std::size_t>(n));
+  for (int k = 0; k < n; ++k) j.slot_of[static_cast<std::size_t>(k)] = slot_of[static_cast<std::size_t>(old[k])];
+  std::size_t taken = 0;
+  for (auto& s : j.slot_of)
+    if (s < 0 && taken < dead.size()) s = dead[taken++];
+  // The failed set is the one the shrink removed, the same on every live
+  // rank; agree that it is, and that the spares cover it.
+  int flag = taken == dead.size() ? 1 : 0;
+  const int rc = MPIX_Comm_agree(j.world, &flag);
+  std::string who;
+  for (int d : dead) who += (who.empty() ? "" : ", ") + std::to_string(d);
+  if (rc != MPI_SUCCESS || flag == 0) {
+    MPI_Comm_free(&j.world);
+    return make_error(Errc::io_error, "in-job recovery: rank(s) " + who + " failed and " + std::to_string(taken) +
+                                          " spare(s) are left: the job cannot keep its size (relaunch it)");
+  }
+  j.slot = j.slot_of[static_cast<std::size_t>(me)];
+  MPI_Comm_split(j.world, j.slot >= 0 ? 0 : MPI_UNDEFINED, j.slot, &j.work);
+  if (j.work != MPI_COMM_NULL) MPI_Comm_set_errhandler(j.work, MPI_ERRORS_RETURN);
+  return j;
+}
+
+}  // namespace
+#endif
+
+namespace {
+
+// MPI_Waitall that, when one request failed (a process died: ULFM,
+// MPI_ERRORS_RETURN), revokes `comm` and completes the others (they fail
+// at once on the revoked communicator), so that no request outlives its
+// buffers or its communicator.
+int wait_requests(int n, MPI_Request* req, MPI_Comm comm) {
+  const int rc = MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+  if (rc == MPI_SUCCESS) return rc;
+#ifdef CAIRN_HAVE_ULFM
+  MPIX_Comm_revoke(comm);
+#else
+  (void)comm;
+#endif
+  for (int i = 0; i < n; ++i)
+    if (req[i] != MPI_REQUEST_NULL) MPI_Wait(&req[i], MPI_STATUS_IGNORE);
+  return rc;
+}
+
+// MPI_Sendrecv as two nonblocking operations: Open MPI 5.0's MPI_Sendrecv
+// jumps to a stack address when its peer has died (ULFM, MPI_ERRORS_RETURN),
+// which the separate requests do not; used with spares only. The send is
+// synchronous: a buffered (eager) send completes at once, and when its
+// message then fails to reach a dead peer, Open MPI 5.0 reports "send error
+// after request freed" to no communicator's handler, which aborts the job.
+int sendrecv_requests(const void* send, int send_count, MPI_Datatype type, int dest, void* recv, int recv_count,
+                      int source, int tag, MPI_Comm comm) {
+  MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  MPI_Irecv(recv, recv_count, type, source, tag, comm, &req[0]);
+  MPI_Issend(send, send_count, type, dest, tag, comm, &req[1]);
+  return wait_requests(2, req, comm);
+}
+
+}  // namespace
+
+bool ulfm_available() {
+#ifdef CAIRN_HAVE_ULFM
+  return true;
+#else
+  return false;
+#endif
+}
+
 Context::Context() = default;
+
+bool Context::check(int rc) {
+  if (rc == MPI_SUCCESS) return true;
+  // Only with spares (MPI_ERRORS_RETURN on the communicators): a process of
+  // the job failed, or another survivor revoked. Revoking here makes every
+  // survivor's pending and future operations fail too, wherever it waits.
+  failed_ = true;
+#ifdef CAIRN_HAVE_ULFM
+  for (MPI_Comm c : {comm_, group_, world_})
+    if (c != MPI_COMM_NULL) MPIX_Comm_revoke(c);
+#endif
+  return false;
+}
 
 int Context::reduce_min(int value, std::uint64_t commit_version) {
   if (supervisor_fd_ < 0) {
-    int out = 0;
-    MPI_Allreduce(&value, &out, 1, MPI_INT, MPI_MIN, comm_);
+    int out = -1;
+    if (!failed_) check(MPI_Allreduce(&value, &out, 1, MPI_INT, MPI_MIN, comm_));
     return out;
   }
   const std::uint64_t v = static_cast<std::uint64_t>(static_cast<std::int64_t>(value));
@@ -89,7 +212,7 @@ int Context::reduce_min(int value, std::uint64_t commit_version) {
 
 void Context::allgather(const std::uint64_t* mine, int n, std::uint64_t* all) {
   if (supervisor_fd_ < 0) {
-    MPI_Allgather(mine, n, MPI_UINT64_T, all, n, MPI_UINT64_T, comm_);
+    if (!failed_) check(MPI_Allgather(mine, n, MPI_UINT64_T, all, n, MPI_UINT64_T, comm_));
     return;
   }
   detail::ask_supervisor(supervisor_fd_, detail::Op::allgather, 0, mine, static_cast<std::size_t>(n), all,
@@ -99,8 +222,13 @@ void Context::allgather(const std::uint64_t* mine, int n, std::uint64_t* all) {
 void Context::sendrecv(const void* send, std::size_t send_bytes, int dest, void* recv, std::size_t recv_bytes,
                        int source) {
   if (supervisor_fd_ < 0) {
-    MPI_Sendrecv(send, static_cast<int>(send_bytes), MPI_BYTE, dest, 41, recv, static_cast<int>(recv_bytes), MPI_BYTE,
-                 source, 41, comm_, MPI_STATUS_IGNORE);
+    if (failed_) return;
+    if (world_ != MPI_COMM_NULL)
+      check(sendrecv_requests(send, static_cast<int>(send_bytes), MPI_BYTE, dest, recv, static_cast<int>(recv_bytes),
+                              source, 41, comm_));
+    else
+      MPI_Sendrecv(send, static_cast<int>(send_bytes), MPI_BYTE, dest, 41, recv, static_cast<int>(recv_bytes), MPI_BYTE,
+                   source, 41, comm_, MPI_STATUS_IGNORE);
     return;
   }
   const std::uint64_t iteration = version() + 1;
@@ -117,7 +245,9 @@ void Context::sendrecv(const void* send, std::size_t send_bytes, int dest, void*
 }
 
 Result<void> Context::agree(const Result<void>& local, const std::string& what, std::uint64_t commit_version) {
-  return verdict(reduce_min(local.ok() ? size() : rank(), commit_version), size(), local, what);
+  const int failed = reduce_min(local.ok() ? size() : rank(), commit_version);
+  if (failed_) return make_error(Errc::io_error, what + ": a process of the job failed (recover() replaces it)");
+  return verdict(failed, size(), local, what);
 }
 
 void Context::tell_supervisor_started() {
@@ -132,8 +262,17 @@ Context::~Context() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) {
-    if (group_ != MPI_COMM_NULL) MPI_Comm_free(&group_);
-    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    // The job ends: rank 0 releases the spares still waiting in create().
+    if (world_ != MPI_COMM_NULL && comm_ != MPI_COMM_NULL && !failed_ && !released_ && rank() == 0) {
+      const int done = 0;
+      for (std::size_t r = 0; r < slot_of_.size(); ++r)
+        if (slot_of_[r] < 0) MPI_Send(&done, 1, MPI_INT, static_cast<int>(r), kReleaseTag, world_);
+    }
+    // Every live process of the job, spares included, past its last
+    // operation on the job's communicators before any of them finalizes.
+    if (world_ != MPI_COMM_NULL && !failed_) MPI_Barrier(world_);
+    for (MPI_Comm* c : {&group_, &comm_, &world_})
+      if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
 }
 
@@ -146,6 +285,146 @@ void Context::beat() {
 }
 
 Result<std::unique_ptr<Context>> Context::create(MPI_Comm comm, Options options) {
+  if (options.spares == 0) return build(comm, std::move(options));
+  int nworld = 0, me = 0;
+  MPI_Comm_size(comm, &nworld);
+  MPI_Comm_rank(comm, &me);
+  if (!ulfm_available())
+    return make_error(Errc::unsupported,
+                      "spare ranks need an MPI with ULFM (MPIX_Comm_shrink), and this build's has none: build "
+                      "with the ulfm preset, or run without spares");
+  if (options.spares < 0 || options.spares >= nworld)
+    return make_error(Errc::invalid_argument, std::to_string(options.spares) + " spares of " + std::to_string(nworld) +
+                                                  " ranks: at least one rank must compute");
+  MPI_Comm world = MPI_COMM_NULL, work = MPI_COMM_NULL;
+  MPI_Comm_dup(comm, &world);
+  MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+  std::vector<int> slot_of(static_cast<std::size_t>(nworld), -1);
+  for (int r = 0; r < nworld - options.spares; ++r) slot_of[static_cast<std::size_t>(r)] = r;
+  const int slot = slot_of[static_cast<std::size_t>(me)];
+  MPI_Comm_split(world, slot >= 0 ? 0 : MPI_UNDEFINED, slot, &work);
+  if (slot < 0) return wait_as_spare(world, std::move(slot_of), std::move(options));
+  auto c = build(work, std::move(options));
+  MPI_Comm_free(&work);
+  if (!c.ok()) {
+    MPI_Comm_free(&world);
+    return c;
+  }
+  c.value()->world_ = world;
+  c.value()->slot_of_ = std::move(slot_of);
+  return c;
+}
+
+Result<std::unique_ptr<Context>> Context::wait_as_spare(MPI_Comm world, std::vector<int> slot_of, Options options) {
+#ifndef CAIRN_HAVE_ULFM
+  (void)slot_of;
+  (void)options;
+  MPI_Comm_free(&world);
+  return make_error(Errc::unsupported, "spare ranks need an MPI with ULFM");
+#else
+  for (;;) {
+    // Polled, not blocking: a spare that spun in MPI's progress loop would
+    // take a core from the ranks that compute.
+    int message = 0, done = 0;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Irecv(&message, 1, MPI_INT, MPI_ANY_SOURCE, kReleaseTag, world, &req);
+    while (rc == MPI_SUCCESS && !done) {
+      rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      if (rc == MPI_SUCCESS && !done) {
+        const timespec pause{0, 200 * 1000};
+        nanosleep(&pause, nullptr);
+      }
+    }
+    if (rc == MPI_SUCCESS) {  // the job ended without needing this spare
+      MPI_Barrier(world);     // the job's ranks' in ~Context
+      MPI_Comm_free(&world);
+      std::unique_ptr<Context> c(new Context());
+      c->released_ = true;
+      return c;
+    }
+    if (req != MPI_REQUEST_NULL) {  // it fails at once on the revoked communicator
+      MPIX_Comm_revoke(world);
+      MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    auto j = rejoin(world, slot_of);
+    MPI_Comm_free(&world);
+    if (!j.ok()) return std::move(j).error();
+    world = j.value().world;
+    slot_of = std::move(j.value().slot_of);
+    if (j.value().slot < 0) continue;  // still a spare
+    auto c = build(j.value().work, options);
+    MPI_Comm_free(&j.value().work);
+    if (!c.ok()) {
+      MPI_Comm_free(&world);
+      return c;
+    }
+    c.value()->world_ = world;
+    c.value()->slot_of_ = std::move(slot_of);
+    c.value()->joined_ = true;
+    return c;
+  }
+#endif
+}
+
+Result<void> Context::attach(MPI_Comm work) {
+  // The collectives of build() on a joining spare, in the same order.
+  auto topo = detail::make_topology(work, options_.ranks_per_node, options_.xor_group);
+  if (!topo.ok()) return std::move(topo).error();
+  Result<void> local;
+  if (topo.value().rank != rank() || topo.value().nranks != size())
+    local = make_error(Errc::io_error, "in-job recovery: rank " + std::to_string(rank()) + " became rank " +
+                                           std::to_string(topo.value().rank) + " of " +
+                                           std::to_string(topo.value().nranks));
+  if (auto r = agree_on(work, local, "creating the lanes"); !r.ok()) return r;
+  for (MPI_Comm* c : {&group_, &comm_})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  MPI_Comm_dup(work, &comm_);
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  *topo_ = topo.value();
+  if (options_.redundancy == Redundancy::xor_parity) {
+    const auto& t = *topo_;
+    MPI_Comm_split(comm_, t.group_first * t.ranks_per_node + t.local, t.node, &group_);
+    MPI_Comm_set_errhandler(group_, MPI_ERRORS_RETURN);
+  }
+  return {};
+}
+
+Result<std::uint64_t> Context::recover() {
+#ifndef CAIRN_HAVE_ULFM
+  return make_error(Errc::unsupported,
+                    "in-job recovery needs an MPI with ULFM, and this build's has none (the ulfm preset builds one)");
+#else
+  if (world_ == MPI_COMM_NULL)
+    return make_error(Errc::unsupported, "in-job recovery needs spare ranks (Options::spares), and this job has none");
+  const auto t0 = std::chrono::steady_clock::now();
+  for (MPI_Comm c : {comm_, group_})
+    if (c != MPI_COMM_NULL) MPIX_Comm_revoke(c);
+  auto j = rejoin(world_, slot_of_);
+  if (!j.ok()) return std::move(j).error();
+  MPI_Comm_free(&world_);
+  world_ = j.value().world;
+  slot_of_ = std::move(j.value().slot_of);
+  auto a = attach(j.value().work);
+  MPI_Comm_free(&j.value().work);
+  if (!a.ok()) return std::move(a).error();
+  failed_ = false;
+  // Partner deltas assume the holder has the blocks sent before: a new
+  // holder has none, so every rank sends whole copies next.
+  sent_[0].clear();
+  sent_[1].clear();
+  // The collectives of the replacement's open(), then restore() with it.
+  if (auto r = agree(Result<void>{}, "open"); !r.ok()) return std::move(r).error();
+  if (auto r = agree(open_replicas(), "opening the partner copies or parity"); !r.ok()) return std::move(r).error();
+  auto g = restore();
+  if (g.ok()) {
+    ++stats_.recoveries;
+    stats_.recover_seconds = seconds_since(t0);
+  }
+  return g;
+#endif
+}
+
+Result<std::unique_ptr<Context>> Context::build(MPI_Comm comm, Options options) {
   // Every rank fails alike: the checks below are collective.
   auto topo = detail::make_topology(comm, options.ranks_per_node, options.xor_group);
   if (!topo.ok()) return std::move(topo).error();
@@ -161,9 +440,11 @@ Result<std::unique_ptr<Context>> Context::create(MPI_Comm comm, Options options)
   if (!c.ok()) local = c.error();
   if (auto r = agree_on(comm, local, "creating the lanes"); !r.ok()) return std::move(r).error();
   MPI_Comm_dup(comm, &c.value()->comm_);
+  if (c.value()->options_.spares > 0) MPI_Comm_set_errhandler(c.value()->comm_, MPI_ERRORS_RETURN);
   if (c.value()->options_.redundancy == Redundancy::xor_parity) {
     const int color = t.group_first * t.ranks_per_node + t.local;
     MPI_Comm_split(c.value()->comm_, color, t.node, &c.value()->group_);
+    if (c.value()->options_.spares > 0) MPI_Comm_set_errhandler(c.value()->group_, MPI_ERRORS_RETURN);
   }
   return c;
 }
@@ -266,17 +547,20 @@ Result<void> Context::open_replicas() {
   if (options_.redundancy == Redundancy::partner) {
     // The holder needs its source's payload size.
     std::uint64_t mine = store_->payload_bytes(), theirs = 0;
-    MPI_Sendrecv(&mine, 1, MPI_UINT64_T, t.partner(), 7, &theirs, 1, MPI_UINT64_T, t.source(), 7, comm_,
-                 MPI_STATUS_IGNORE);
+    if (!check(sendrecv_requests(&mine, 1, MPI_UINT64_T, t.partner(), &theirs, 1, t.source(), 7, comm_)))
+      return make_error(Errc::io_error, "a process of the job failed");
+    if (copy_ && copy_->bytes() == theirs) return {};  // after recover(): the copy this rank holds already
     auto f = open_slot(base + "copy-of.r" + std::to_string(t.source()) + ".pool", detail::SlotFile::Kind::partner,
                        t.source(), theirs);
     if (!f.ok()) return std::move(f).error();
     copy_ = std::move(f.value());
   } else if (options_.redundancy == Redundancy::xor_parity) {
     std::uint64_t mine = store_->payload_bytes(), largest = 0;
-    MPI_Allreduce(&mine, &largest, 1, MPI_UINT64_T, MPI_MAX, group_);
+    if (!check(MPI_Allreduce(&mine, &largest, 1, MPI_UINT64_T, MPI_MAX, group_)))
+      return make_error(Errc::io_error, "a process of the job failed");
     const std::size_t g = static_cast<std::size_t>(topo_->group_size);
     chunk_ = ((largest + g - 2) / (g - 1) + 7) / 8 * 8;
+    if (parity_ && parity_->bytes() == chunk_) return {};
     auto f = open_slot(base + "xor.pool", detail::SlotFile::Kind::parity, t.rank, chunk_);
     if (!f.ok()) return std::move(f).error();
     parity_ = std::move(f.value());
@@ -291,6 +575,7 @@ Result<void> Context::protect(std::uint64_t version, bool full) {
 }
 
 Result<void> Context::protect_partner(std::uint64_t version, bool full, bool send, bool recv) {
+  if (failed_) return make_error(Errc::io_error, "a process of the job failed");
   constexpr std::size_t B = RankStore::kBlock;
   const auto& t = *topo_;
   const int slot = static_cast<int>(version % 2);
@@ -329,7 +614,7 @@ Result<void> Context::protect_partner(std::uint64_t version, bool full, bool sen
   int nreq = 0;
   if (recv) MPI_Irecv(in_h, 3, MPI_UINT64_T, t.source(), 11, comm_, &req[nreq++]);
   if (send) MPI_Isend(out_h, 3, MPI_UINT64_T, t.partner(), 11, comm_, &req[nreq++]);
-  MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+  if (!check(wait_requests(nreq, req, comm_))) return make_error(Errc::io_error, "a process of the job failed");
   Result<void> result;
   std::vector<std::uint64_t> in_list;
   if (recv) {
@@ -345,7 +630,7 @@ Result<void> Context::protect_partner(std::uint64_t version, bool full, bool sen
     MPI_Irecv(in_list.data(), static_cast<int>(in_list.size()), MPI_UINT64_T, t.source(), 12, comm_, &req[nreq++]);
   if (send)
     MPI_Isend(changed.data(), static_cast<int>(changed.size()), MPI_UINT64_T, t.partner(), 12, comm_, &req[nreq++]);
-  MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+  if (!check(wait_requests(nreq, req, comm_))) return make_error(Errc::io_error, "a process of the job failed");
   // The blocks, straight from the lane into the holder's slot.
   std::vector<MPI_Request> reqs;
   reqs.reserve(in_list.size() + changed.size());
@@ -364,7 +649,8 @@ Result<void> Context::protect_partner(std::uint64_t version, bool full, bool sen
     reqs.emplace_back();
     MPI_Isend(blocks[i].first, static_cast<int>(B), MPI_BYTE, t.partner(), 13, comm_, &reqs.back());
   }
-  MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+  if (!check(wait_requests(static_cast<int>(reqs.size()), reqs.data(), comm_)))
+    return make_error(Errc::io_error, "a process of the job failed");
   if (recv && result.ok()) result = copy_->publish(version, in_h[2]);
   if (send) {
     stats_.redundancy_blocks_sent += changed.size();
@@ -492,6 +778,7 @@ Result<std::uint64_t> Context::restore() {
   }
   std::vector<Info> all(static_cast<std::size_t>(t.nranks));
   allgather(&mine.held[0], 8, &all[0].held[0]);
+  if (failed_) return make_error(Errc::io_error, "restore: a process of the job failed (recover() replaces it)");
 
   std::uint64_t top = 0;
   for (const auto& i : all) top = std::max(top, i.newest());
@@ -613,7 +900,8 @@ Result<std::uint64_t> Context::restore() {
     }
     if (source_lost)
       MPI_Isend(copy_->data(slot), static_cast<int>(copy_->bytes()), MPI_BYTE, t.source(), 21, comm_, &req[n++]);
-    MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+    if (!check(wait_requests(n, req, comm_)))
+      return make_error(Errc::io_error, "restore: a process of the job failed (recover() replaces it)");
     if (!payload.empty()) rebuilt = store_->rewrite(g, payload.data());
   } else if (any_lost) {
     from = "xor";
@@ -700,6 +988,7 @@ Result<std::uint64_t> Context::restore_from_pfs(const std::string& why) {
   for (std::size_t i = 0; i < 2 && i < v.size(); ++i) mine[i] = v[i];
   std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(size()));
   allgather(mine, 2, all.data());
+  if (failed_) return make_error(Errc::io_error, "restore: a process of the job failed (recover() replaces it)");
   const auto common = detail::flushed_everywhere(all);
   const std::uint64_t p = common.empty() ? 0 : common.front();
   if (p == 0)

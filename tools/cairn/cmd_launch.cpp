@@ -283,6 +283,10 @@ void add_launch_commands(CLI::App& app) {
   cmd->add_option("--resume-flag", opts->resume_flag, "Switch added to the command on relaunch (default --resume)");
   cmd->add_option("--mpirun", opts->mpirun, "The MPI launcher (default mpirun)");
   cmd->add_option("command", opts->command, "APP [ARGS...] after --")->required();
+  cmd->footer(CAIRN_MPI_ULFM ? "In-job recovery (ULFM): available, this build's MPI has it: a job started with spare "
+                               "ranks replaces a dead rank without a relaunch (jacobi-mpi --spares)."
+                             : "In-job recovery (ULFM): not available, this build's MPI has no ULFM: a dead rank "
+                               "ends the job and it is relaunched. The ulfm build (README) has it.");
   cmd->callback([opts]() { exit_code() = launch(*opts); });
 }
 
