@@ -308,7 +308,7 @@ struct PmVersion {
 };
 
 struct PmRun {
-  double create = 0, uniform = 0, refine = 0, balance = 0, read = 0, read2 = 0, write = 0, persist = 0,
+  double create = 0, uniform = 0, refine = 0, balance = 0, read = 0, read2 = 0, write = 0, update = 0, persist = 0,
          persist_1pct = 0, restore = 0, restore_read = 0, full = -1;
   std::uint64_t refined = 0, balanced = 0, full_leaves = 0;
   std::uint64_t hash_refined = 0, hash_balanced = 0, hash_full = 0;
@@ -348,6 +348,33 @@ Result<std::uint64_t> pm_sum(const ot::Octree& t) {
   if (auto v = t.visit_leaves([&](const ot::Octant&, const std::byte* d) { s += load_word(d, n); }); !v.ok())
     return v.error();
   return s;
+}
+
+// The same sum over the flat iteration (Octree::leaves: no callback), as
+// p4est's is a loop over its quadrant arrays.
+Result<std::uint64_t> pm_sum_flat(const ot::Octree& t) {
+  std::uint64_t s = 0;
+  const std::size_t n = t.data_size();
+  auto leaves = t.leaves();
+  for (;;) {
+    auto batch = leaves.next();
+    if (!batch.ok()) return batch.error();
+    if (batch.value().empty()) return s;
+    for (const ot::LeafView& l : batch.value()) s += load_word(l.data, n);
+  }
+}
+
+// Every payload changed in place (Octree::write_leaves), as p4est's write
+// traversal changes its quadrants' payloads.
+Result<void> pm_write_all(ot::Octree& t) {
+  const std::size_t n = t.data_size();
+  auto leaves = t.write_leaves();
+  for (;;) {
+    auto batch = leaves.next();
+    if (!batch.ok()) return batch.error();
+    if (batch.value().empty()) return {};
+    for (const ot::WritableLeaf& l : batch.value()) bump_payload(l.data, n);
+  }
 }
 
 #define OCTREE_BENCH_TRY(expr)                         \
@@ -448,13 +475,17 @@ Result<PmRun> pm_run(const OctreeSize& s, const OctreeBenchOptions& o, const std
     if (!h.ok()) return h.error();
     r.hash_balanced = h.value();
     Result<std::uint64_t> sum{0};
-    r.read = timed([&] { sum = pm_sum(*t); });
+    r.read = timed([&] { sum = pm_sum_flat(*t); });
     if (!sum.ok()) return sum.error();
     g_sink = sum.value();
     r.read2 = timed([&] { sum = pm_sum(*t); });
     if (!sum.ok()) return sum.error();
     Result<void> w{};
-    r.write = timed([&] {
+    r.write = timed([&] { w = pm_write_all(*t); });
+    if (!w.ok()) return w.error();
+    // The same change through the callback walk the writer replaces, for
+    // comparison in the same run.
+    r.update = timed([&] {
       w = t->update_leaves([n](const ot::Octant&, std::byte* d) {
         bump_payload(d, n);
         return true;
@@ -800,6 +831,7 @@ Result<OctreeReport> run_octree_bench(const OctreeBenchOptions& o, std::ostream*
       pm["create"].push_back(b.create), pm["uniform"].push_back(b.uniform), pm["refine"].push_back(b.refine);
       pm["balance-face"].push_back(b.balance), pm["traverse-read"].push_back(b.read);
       pm["traverse-iterate"].push_back(b.read2), pm["traverse-write"].push_back(b.write);
+      pm["update-leaves"].push_back(b.update);
       pm["save"].push_back(b.persist), pm["persist-1%"].push_back(b.persist_1pct), pm["load"].push_back(b.restore);
       pm["load+traverse"].push_back(b.restore_read);
       if (b.full >= 0) pm["balance-full"].push_back(b.full);
@@ -859,11 +891,12 @@ Result<OctreeReport> run_octree_bench(const OctreeBenchOptions& o, std::ostream*
            pm["refine"]);
     add_op(sr, "balance-face", "p8est_balance(P8EST_CONNECT_FACE) | Octree::balance(Connect::face)", p4["balance-face"],
            pm["balance-face"]);
-    add_op(sr, "traverse-read", "sum over tree->quadrants | visit_leaves (sum)", p4["traverse-read"],
+    add_op(sr, "traverse-read", "sum over tree->quadrants | sum over Octree::leaves() (flat)", p4["traverse-read"],
            pm["traverse-read"]);
     add_op(sr, "traverse-iterate", "p8est_iterate(volume callback) | visit_leaves (sum), again", p4["traverse-iterate"],
            pm["traverse-iterate"]);
-    add_op(sr, "traverse-write", "change every payload in tree->quadrants | update_leaves (every leaf changed)",
+    add_op(sr, "traverse-write",
+           "change every payload in tree->quadrants | Octree::write_leaves() (every leaf changed)",
            p4["traverse-write"], pm["traverse-write"]);
     add_op(sr, "save", "p8est_save(data) to " + o.dir + " | first persist() of the whole tree", p4["save"], pm["save"]);
     add_op(sr, "load", "p8est_load(data) | Octree::restore (until readable)", p4["load"], pm["load"]);
@@ -876,6 +909,8 @@ Result<OctreeReport> run_octree_bench(const OctreeBenchOptions& o, std::ostream*
            "- | Octree::create (a pool of " + fmt("%.0f", static_cast<double>(plan.pool) / (1 << 20)) + " MiB on " +
                o.dir + ")",
            {}, pm["create"]);
+    add_op(sr, "update-leaves", "- | update_leaves (every leaf changed: the per-leaf callback walk)", {},
+           pm["update-leaves"]);
     add_op(sr, "persist-1%", "- | persist() after 1 % of the leaves (a Morton range) changed", {}, pm["persist-1%"]);
     for (std::size_t k = 0; k < std::size(kVersions); ++k) {
       OctreeVersionRow v;

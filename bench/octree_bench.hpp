@@ -6,8 +6,9 @@
 // where children 0, 3, 5 and 6 refine further down to level R (p8est's
 // "fractal" pattern), then 2:1 face balance. On both structures, with a
 // 16-byte payload per leaf, each repeat times: uniform, refine, face
-// balance, a read traversal of every payload (p4est: its quadrant arrays and
-// p8est_iterate), a write traversal, saving (p8est_save to a file in --dir vs
+// balance, a read traversal of every payload (p4est: its quadrant arrays vs
+// the flat Octree::leaves(); p8est_iterate vs visit_leaves), a write
+// traversal (Octree::write_leaves), saving (p8est_save to a file in --dir vs
 // the first Octree::persist), loading (p8est_load vs Octree::restore, alone
 // and with the first traversal), and full (face, edge, corner) balance of a
 // fresh tree. PM-octree alone: persist after 1 % of the leaves changed, and
