@@ -587,6 +587,20 @@ int cairn_octree_follow(cairn_octree* tree, const void* root, cairn_octree_child
                         cairn_octree_init_fn init, cairn_octree_follow_update_fn update, void* user);
 int cairn_octree_visit_leaves(const cairn_octree* tree, cairn_octree_visit_fn visit, void* user);
 int cairn_octree_update_leaves(cairn_octree* tree, cairn_octree_update_fn update, void* user);
+/* Leaves without a callback (Octree::leaves and Octree::write_leaves): a
+ * cursor that fills the caller's arrays with up to `capacity` leaves per
+ * call, in Morton order (*count is 0 only at the end; a call may return
+ * fewer). With `writable`, the payloads may be written in place: a block the
+ * committed version shares is copied once as the cursor enters it, and
+ * every block handed out counts as changed. The pointers of a call are valid
+ * until the next call; the cursor is invalid once the tree changes
+ * otherwise. A damaged block ends it with CAIRN_E_CORRUPTED. */
+typedef struct cairn_octree_leaves cairn_octree_leaves;
+int cairn_octree_leaves_open(cairn_octree* tree, int writable, cairn_octree_leaves** out);
+int cairn_octree_leaves_next(cairn_octree_leaves* cursor, cairn_octant* octants, void** data, size_t capacity,
+                             size_t* count);
+/* Frees the cursor and sets *cursor to NULL. */
+int cairn_octree_leaves_close(cairn_octree_leaves** cursor);
 int cairn_octree_checksum(const cairn_octree* tree, uint64_t* out);
 int cairn_octree_leaf_count(const cairn_octree* tree, uint64_t* out);
 /* The committed version's number (0: never persisted). */

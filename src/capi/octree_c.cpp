@@ -1,6 +1,7 @@
 // octree_c.cpp — the PM-octree part of the C API (cairn_octree_*, include/cairn/cairn.h) over cairn::octree.
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -213,6 +214,76 @@ int cairn_octree_update_leaves(cairn_octree* t, cairn_octree_update_fn update, v
       return update(&c, d, user) != 0;
     });
     return r.ok() ? 0 : fail("cairn_octree_update_leaves", r.error());
+  });
+}
+
+// A cursor hands out the leaves of one batch of the C++ cursor per call at
+// most, so a writable call's pointers are never those of an earlier batch
+// (a C0 merge between batches may move blocks).
+struct cairn_octree_leaves {
+  std::optional<co::LeafCursor> read;
+  std::optional<co::LeafWriter> write;
+  std::vector<std::pair<co::Octant, std::byte*>> batch;
+  std::size_t at = 0;
+  bool done = false;
+};
+
+int cairn_octree_leaves_open(cairn_octree* t, int writable, cairn_octree_leaves** out) {
+  return guard("cairn_octree_leaves_open", [&]() -> int {
+    if (t == nullptr || out == nullptr) return null_arg("cairn_octree_leaves_open", "tree or out is NULL");
+    auto c = std::make_unique<cairn_octree_leaves>();
+    if (writable != 0)
+      c->write.emplace(t->tree->write_leaves());
+    else
+      c->read.emplace(t->tree->leaves());
+    *out = c.release();
+    return 0;
+  });
+}
+
+int cairn_octree_leaves_next(cairn_octree_leaves* c, cairn_octant* octants, void** data, size_t capacity,
+                             size_t* count) {
+  return guard("cairn_octree_leaves_next", [&]() -> int {
+    if (c == nullptr || octants == nullptr || data == nullptr || count == nullptr)
+      return null_arg("cairn_octree_leaves_next", "cursor, octants, data or count is NULL");
+    *count = 0;
+    if (c->at == c->batch.size() && !c->done) {
+      c->batch.clear();
+      c->at = 0;
+      if (c->write) {
+        auto b = c->write->next();
+        if (!b.ok()) {
+          c->done = true;
+          return fail("cairn_octree_leaves_next", b.error());
+        }
+        for (const co::WritableLeaf& l : b.value()) c->batch.emplace_back(l.octant, l.data);
+      } else {
+        auto b = c->read->next();
+        if (!b.ok()) {
+          c->done = true;
+          return fail("cairn_octree_leaves_next", b.error());
+        }
+        // Read-only leaves: handed out as const void* by the caller's contract (writable == 0).
+        for (const co::LeafView& l : b.value()) c->batch.emplace_back(l.octant, const_cast<std::byte*>(l.data));
+      }
+      c->done = c->batch.empty();
+    }
+    std::size_t n = 0;
+    for (; n < capacity && c->at < c->batch.size(); ++n, ++c->at) {
+      octants[n] = to_c(c->batch[c->at].first);
+      data[n] = c->batch[c->at].second;
+    }
+    *count = n;
+    return 0;
+  });
+}
+
+int cairn_octree_leaves_close(cairn_octree_leaves** c) {
+  return guard("cairn_octree_leaves_close", [&]() -> int {
+    if (c == nullptr) return null_arg("cairn_octree_leaves_close", "cursor is NULL");
+    delete *c;
+    *c = nullptr;
+    return 0;
   });
 }
 

@@ -93,9 +93,43 @@ static void test_seed_names(void) {
   double after = 0;
   REQUIRE_OK(cairn_octree_visit_leaves(t, sum_leaves, &after));
   CHECK(after == before);
+  /* The cursor, 100 leaves at a time (its batches hold 256): the same sum,
+   * as many leaves. */
+  cairn_octree_leaves* cursor = NULL;
+  REQUIRE_OK(cairn_octree_leaves_open(t, 0, &cursor));
+  cairn_octant octs[100];
+  void* datas[100];
+  size_t got = 0;
+  uint64_t seen = 0;
+  double flat = 0;
+  do {
+    REQUIRE_OK(cairn_octree_leaves_next(cursor, octs, datas, 100, &got));
+    for (size_t i = 0; i < got; ++i) sum_leaves(&octs[i], datas[i], &flat);
+    seen += got;
+  } while (got > 0);
+  REQUIRE_OK(cairn_octree_leaves_close(&cursor));
+  CHECK(cursor == NULL);
+  CHECK(flat == after);
+  CHECK_EQ_U64(seen, leaves);
   REQUIRE_OK(cairn_octree_update_leaves(t, bump_level3, NULL));
   REQUIRE_OK(cairn_octree_persist(t, &persisted));
   CHECK_EQ_U64(persisted, 2);
+  /* Writable: every value + 1 in place, after the persist (copy-on-write). */
+  double bumped = 0, expected = 0;
+  REQUIRE_OK(cairn_octree_visit_leaves(t, sum_leaves, &expected));
+  REQUIRE_OK(cairn_octree_leaves_open(t, 1, &cursor));
+  do {
+    REQUIRE_OK(cairn_octree_leaves_next(cursor, octs, datas, 100, &got));
+    for (size_t i = 0; i < got; ++i) {
+      ((struct cell*)datas[i])->value += 1.0;
+      expected += (double)(octs[i].level + 1);
+    }
+  } while (got > 0);
+  REQUIRE_OK(cairn_octree_leaves_close(&cursor));
+  REQUIRE_OK(cairn_octree_visit_leaves(t, sum_leaves, &bumped));
+  CHECK(bumped == expected);
+  REQUIRE_OK(cairn_octree_persist(t, &persisted));
+  CHECK_EQ_U64(persisted, 3);
   REQUIRE_OK(cairn_octree_gc(t));
   char vtu[700];
   snprintf(vtu, sizeof vtu, "%s/mesh.vtu", g_dir);
@@ -208,6 +242,9 @@ static void test_errors(void) {
   CHECK_ERR(cairn_octree_restore(path, &o, &t), CAIRN_E_LAYOUT_MISMATCH, "0-byte payloads");
   CHECK(t == NULL);
   CHECK_ERR(cairn_octree_uniform(NULL, 1, NULL, NULL), CAIRN_E_INVALID_ARGUMENT, "NULL");
+  cairn_octree_leaves* no_cursor = NULL;
+  CHECK_ERR(cairn_octree_leaves_open(NULL, 0, &no_cursor), CAIRN_E_INVALID_ARGUMENT, "NULL");
+  CHECK(no_cursor == NULL);
   CHECK_ERR(cairn_octree_remove("/nonexistent/dir/x.pool"), CAIRN_E_NOT_FOUND, "x.pool");
   REQUIRE_OK(cairn_octree_remove(path));
 }
