@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <numbers>
@@ -35,11 +36,17 @@ struct Output {
   std::vector<Record> records;
 };
 
+// The header line, padded with spaces to a multiple of 8 bytes: the records
+// after it are then 8-byte aligned wherever the stream's bytes start on such
+// a boundary (a pool extent, a buffer, a mapped file), so that a reader can
+// use them in place (Input).
 std::string header(const Output& o, const Params& p) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%s %s cycle=%d part=%d parts=%d count=%zu\n", kMagic, o.kind.c_str(), o.cycle, o.part,
+  std::snprintf(buf, sizeof buf, "%s %s cycle=%d part=%d parts=%d count=%zu", kMagic, o.kind.c_str(), o.cycle, o.part,
                 p.parts, o.records.size());
-  return buf;
+  std::string h = buf;
+  h.append((8 - (h.size() + 1) % 8) % 8, ' ');
+  return h + "\n";
 }
 
 // Announces the kill point by creating `path`, then waits for the SIGKILL
@@ -60,9 +67,12 @@ Result<void> write_outputs(const std::vector<Output>& outputs, const Params& p, 
   const auto kill_at = p.kill_fraction < 0 ? UINT64_MAX : static_cast<std::uint64_t>(p.kill_fraction * total);
   std::uint64_t written = 0;
   for (const Output& o : outputs) {
-    std::FILE* f = cairn_stream_open(o.name.c_str(), "w", 0);  // was: fopen(name, "w")
-    if (f == nullptr) return make_error(Errc::io_error, std::string("cannot write ") + cairn_errormsg());
+    // was: fopen(name, "w"). The size is known before the first byte: a
+    // pmem: or mem: writer reserves exactly that, never growing (each growth
+    // copies what was written into a new extent; the mesh grows every cycle).
     const std::string h = header(o, p);
+    std::FILE* f = cairn_stream_open(o.name.c_str(), "w", h.size() + o.records.size() * sizeof(Record));
+    if (f == nullptr) return make_error(Errc::io_error, std::string("cannot write ") + cairn_errormsg());
     bool ok = std::fputs(h.c_str(), f) >= 0;
     written += h.size();
     constexpr std::size_t kChunk = 4096;
@@ -84,17 +94,16 @@ Result<void> write_outputs(const std::vector<Output>& outputs, const Params& p, 
   return {};
 }
 
-std::vector<std::uint64_t> keys_of(const std::vector<Record>& r) {
+std::vector<std::uint64_t> keys_of(std::span<const Record> r) {
   std::vector<std::uint64_t> k(r.size());
   for (std::size_t i = 0; i < r.size(); ++i) k[i] = r[i].key;
   return k;
 }
 
-Result<std::vector<Record>> read_timed(const std::string& name, std::string_view kind, const Params& p, int part,
-                                       Times& t) {
+Result<Input> read_timed(const std::string& name, std::string_view kind, const Params& p, int part, Times& t) {
   const auto t0 = Clock::now();
   std::uint64_t bytes = 0;
-  auto r = read_records(name, kind, p.cycle, part, p.parts, &bytes);
+  auto r = open_records(name, kind, p.cycle, part, p.parts, &bytes);
   t.read_s += since(t0);
   t.bytes_in += bytes;
   return r;
@@ -105,7 +114,7 @@ Result<Times> solve(const Params& p) {
   Times t;
   auto in = read_timed(part_stream(p.part), "part", p, p.part, t);
   if (!in.ok()) return in.error();
-  const std::vector<Record>& cells = in.value();
+  const std::span<const Record> cells = in.value().records();
   const auto t0 = Clock::now();
   const LeafIndex index(keys_of(cells));
   std::size_t owned = 0;
@@ -175,8 +184,8 @@ Result<Times> sizefield(const Params& p) {
   if (!in.ok()) return in.error();
   const auto t0 = Clock::now();
   Output out{size_stream(p.part), "size", p.cycle, p.part, {}};
-  out.records.reserve(in.value().size());
-  for (const Record& r : in.value()) {
+  out.records.reserve(in.value().records().size());
+  for (const Record& r : in.value().records()) {
     const int level = unpack(r.key).level;
     int target = level;
     if (r.aux > p.tol) target = level + 1;
@@ -197,7 +206,7 @@ Result<Times> adapt_component(const Params& p) {
   for (int part = 0; part < p.parts; ++part) {
     auto in = read_timed(size_stream(part), "size", p, part, t);
     if (!in.ok()) return in.error();
-    for (const Record& r : in.value()) {
+    for (const Record& r : in.value().records()) {
       cells.push_back({r.key, r.value});
       target.push_back(static_cast<int>(r.aux));
     }
@@ -221,7 +230,7 @@ Result<Times> rebalance(const Params& p) {
   } else {
     auto in = read_timed("mesh", "mesh", p, 0, t);
     if (!in.ok()) return in.error();
-    cells = std::move(in.value());
+    cells.assign(in.value().records().begin(), in.value().records().end());
   }
   const auto t0 = Clock::now();
   std::vector<std::uint64_t> keys = keys_of(cells);
@@ -243,7 +252,7 @@ Result<Times> preprocess(const Params& p) {
   Times t;
   auto in = read_timed("balanced", "balanced", p, 0, t);
   if (!in.ok()) return in.error();
-  const std::vector<Record>& cells = in.value();
+  const std::span<const Record> cells = in.value().records();
   const auto t0 = Clock::now();
   const LeafIndex index(keys_of(cells));
   std::vector<Output> outs;
@@ -293,26 +302,36 @@ double source(double x, double y, int cycle) {
   return 1000.0 * std::exp(-r2 / (0.05 * 0.05));
 }
 
-Result<std::vector<Record>> read_records(const std::string& name, std::string_view kind, int cycle, int part, int parts,
-                                         std::uint64_t* bytes) {
-  std::FILE* f = cairn_stream_open(name.c_str(), "r", 0);  // was: fopen(name, "r")
+Result<Input> open_records(const std::string& name, std::string_view kind, int cycle, int part, int parts,
+                           std::uint64_t* bytes) {
+  Input in;
+  in.file_.reset(cairn_stream_open(name.c_str(), "r", 0));  // was: fopen(name, "r")
+  std::FILE* f = in.file_.get();
   if (f == nullptr) {
     const int err = errno;  // set by cairn_stream_open, as fopen sets it
     return make_error(
         err == ENOENT || err == ENODATA ? Errc::not_found : Errc::io_error,
         std::string("cannot read ") + name + ": " + cairn_errormsg() + " (has the component that writes it run?)");
   }
-  struct Closer {
-    std::FILE* f;
-    ~Closer() { std::fclose(f); }
-  } closer{f};
-  char line[256];
-  if (std::fgets(line, sizeof line, f) == nullptr)
-    return make_error(Errc::corrupted, name + " is empty: not a stream of the workflow");
+  // The committed bytes in place, if the stream shows them.
+  const void* data = nullptr;
+  std::size_t length = 0;
+  const bool viewed = cairn_stream_view(f, &data, &length) == 0 && data != nullptr;
+  const auto* bytes_in = static_cast<const char*>(data);
+  std::string line;
+  if (viewed) {
+    const std::size_t limit = std::min<std::size_t>(length, 255);
+    const auto* nl = static_cast<const char*>(std::memchr(bytes_in, '\n', limit));
+    line.assign(bytes_in, nl != nullptr ? static_cast<std::size_t>(nl - bytes_in) + 1 : limit);
+  } else {
+    char buf[256];
+    if (std::fgets(buf, sizeof buf, f) != nullptr) line = buf;
+  }
+  if (line.empty()) return make_error(Errc::corrupted, name + " is empty: not a stream of the workflow");
   char magic[32] = {}, k[32] = {};
   int c = -1, pa = -1, ps = -1;
   std::size_t count = 0;
-  if (std::sscanf(line, "%31s %31s cycle=%d part=%d parts=%d count=%zu", magic, k, &c, &pa, &ps, &count) != 6 ||
+  if (std::sscanf(line.c_str(), "%31s %31s cycle=%d part=%d parts=%d count=%zu", magic, k, &c, &pa, &ps, &count) != 6 ||
       std::strcmp(magic, kMagic) != 0)
     return make_error(Errc::foreign_file,
                       name + " is not a stream of the workflow (its first line is not a " + kMagic + " header)");
@@ -322,14 +341,36 @@ Result<std::vector<Record>> read_records(const std::string& name, std::string_vi
                                                std::to_string(pa) + " of " + std::to_string(ps) + "; expected cycle " +
                                                std::to_string(cycle) + ", part " + std::to_string(part) + " of " +
                                                std::to_string(parts) + ": the step that writes it has not run yet");
-  std::vector<Record> records(count);
-  const std::size_t got = std::fread(records.data(), sizeof(Record), count, f);
-  if (got != count || std::fgetc(f) != EOF)
+  const auto truncated = [&](std::size_t got, bool more) {
     return make_error(Errc::corrupted, name + " is truncated or too long: its header says " + std::to_string(count) +
                                            " records, it holds " + std::to_string(got) +
-                                           (got == count ? " and more bytes" : ""));
-  if (bytes != nullptr) *bytes = std::strlen(line) + count * sizeof(Record);
-  return records;
+                                           (more ? " and more bytes" : ""));
+  };
+  const char* first = viewed ? bytes_in + line.size() : nullptr;
+  if (viewed && reinterpret_cast<std::uintptr_t>(first) % alignof(Record) == 0) {
+    // In place: the header's length tells where the records start.
+    const std::size_t body = length - line.size();
+    if (body != count * sizeof(Record)) return truncated(body / sizeof(Record), body >= count * sizeof(Record));
+    in.records_ = {reinterpret_cast<const Record*>(first), count};
+  } else {
+    // The FILE* path (a stream without a view, or records not aligned in it).
+    if (viewed && std::fseek(f, static_cast<long>(line.size()), SEEK_SET) != 0)
+      return make_error(Errc::io_error, name + ": cannot seek past its header");
+    in.copy_.resize(count);
+    const std::size_t got = std::fread(in.copy_.data(), sizeof(Record), count, f);
+    if (got != count || std::fgetc(f) != EOF) return truncated(got, got == count);
+    in.records_ = in.copy_;
+  }
+  if (bytes != nullptr) *bytes = line.size() + count * sizeof(Record);
+  return in;
+}
+
+Result<std::vector<Record>> read_records(const std::string& name, std::string_view kind, int cycle, int part, int parts,
+                                         std::uint64_t* bytes) {
+  auto in = open_records(name, kind, cycle, part, parts, bytes);
+  if (!in.ok()) return in.error();
+  const auto r = in.value().records();
+  return std::vector<Record>(r.begin(), r.end());
 }
 
 Result<Times> run_component(std::string_view component, const Params& p) {

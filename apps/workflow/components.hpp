@@ -24,6 +24,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,7 +83,32 @@ struct Record {
 };
 static_assert(sizeof(Record) == 24);
 
-// Reads a stream written by a component (checks as described above).
+// A stream's records, open for reading. Where the stream shows its
+// committed bytes in place (cairn_stream_view: a pmem: version in the pool
+// mapping, a mem: buffer, a file: mapping) and the records are 8-byte
+// aligned there (writers pad the header line to a multiple of 8 bytes), they
+// are used where they lie, without a copy; otherwise they are read with
+// fread into a buffer, the FILE* path every stream has. The stream stays
+// open, and its version pinned, while the Input lives.
+class Input {
+ public:
+  std::span<const Record> records() const { return records_; }
+  bool in_place() const { return copy_.empty() && !records_.empty(); }
+
+ private:
+  friend Result<Input> open_records(const std::string&, std::string_view, int, int, int, std::uint64_t*);
+  struct Closer {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, Closer> file_;
+  std::vector<Record> copy_;
+  std::span<const Record> records_;
+};
+
+// Opens a stream written by a component and checks it (as described above).
+Result<Input> open_records(const std::string& name, std::string_view kind, int cycle, int part, int parts,
+                           std::uint64_t* bytes = nullptr);
+// The same, copied out and the stream closed.
 Result<std::vector<Record>> read_records(const std::string& name, std::string_view kind, int cycle, int part, int parts,
                                          std::uint64_t* bytes = nullptr);
 

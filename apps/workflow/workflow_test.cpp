@@ -207,6 +207,72 @@ TEST(WorkflowComponents, InputsThatAreMissingStaleForeignOrTruncatedAreTypedErro
   fs::remove_all(dir);
 }
 
+// Writes a stream of `records` behind `header` (no padding added) through
+// the FILE* of cairn_stream_open.
+void write_raw(const std::string& name, const std::string& header, const std::vector<Record>& records) {
+  std::FILE* f = cairn_stream_open(name.c_str(), "w", 0);
+  ASSERT_NE(f, nullptr) << cairn_errormsg();
+  std::fputs(header.c_str(), f);
+  std::fwrite(records.data(), sizeof(Record), records.size(), f);
+  ASSERT_EQ(std::fclose(f), 0) << cairn_stream_errormsg();
+}
+
+TEST(WorkflowComponents, ReadersUseTheRecordsInPlaceWhereTheStreamShowsThemAligned) {
+  const std::string dir = scratch("in-place");
+  fs::create_directories(dir);
+  for (const std::string& prefix : {"file:" + dir + "/", "pmem:" + dir + "/p.pool#", std::string("mem:")}) {
+    ::setenv("CAIRN_STREAM_PREFIX", prefix.c_str(), 1);
+    Params p;
+    p.parts = 1;
+    p.uniform_level = 3;
+    ASSERT_TRUE(run_component("rebalance", p).ok()) << prefix;
+    // A component's output: the padded header puts the records on an
+    // 8-byte boundary of the stream, and the reader uses them where they are.
+    std::uint64_t bytes = 0;
+    auto in = open_records("balanced", "balanced", 0, 0, 1, &bytes);
+    ASSERT_TRUE(in.ok()) << prefix << ": " << in.error().message;
+    EXPECT_TRUE(in.value().in_place()) << prefix;
+    ASSERT_EQ(in.value().records().size(), 64u) << prefix;
+    EXPECT_EQ(bytes % 8, 0u) << prefix;
+    const auto copy = read_records("balanced", "balanced", 0, 0, 1);
+    ASSERT_TRUE(copy.ok()) << prefix;
+    for (std::size_t i = 0; i < 64; ++i) {
+      EXPECT_EQ(copy.value()[i].key, in.value().records()[i].key) << prefix << " " << i;
+      EXPECT_EQ(copy.value()[i].aux, in.value().records()[i].aux) << prefix << " " << i;
+    }
+
+    // An unpadded header (as earlier writers made): the records are not
+    // aligned in the stream, so they are read through the FILE* instead.
+    std::string header = "cairn-workflow/1 mesh cycle=2 part=0 parts=1 count=2";
+    if ((header.size() + 1) % 8 == 0) header += ' ';
+    header += '\n';
+    const std::vector<Record> two = {{11, 1.5, 0.0}, {12, -2.5, 3.0}};
+    write_raw("mesh", header, two);
+    auto odd = open_records("mesh", "mesh", 2, 0, 1, &bytes);
+    ASSERT_TRUE(odd.ok()) << prefix << ": " << odd.error().message;
+    EXPECT_FALSE(odd.value().in_place()) << prefix;
+    ASSERT_EQ(odd.value().records().size(), 2u) << prefix;
+    EXPECT_EQ(odd.value().records()[1].key, 12u) << prefix;
+    EXPECT_EQ(odd.value().records()[1].value, -2.5) << prefix;
+    EXPECT_EQ(bytes, header.size() + 2 * sizeof(Record)) << prefix;
+
+    // Either way a stream shorter or longer than its header says is corrupted.
+    std::string aligned = "cairn-workflow/1 mesh cycle=2 part=0 parts=1 count=2";
+    aligned.append((8 - (aligned.size() + 1) % 8) % 8, ' ');
+    aligned += '\n';
+    for (const std::string& h : {aligned, header})
+      for (const std::size_t n : {std::size_t{1}, std::size_t{3}}) {
+        write_raw("mesh", h, std::vector<Record>(n, Record{5, 0.0, 0.0}));
+        auto bad = open_records("mesh", "mesh", 2, 0, 1);
+        ASSERT_FALSE(bad.ok()) << prefix << " " << n;
+        EXPECT_EQ(bad.error().code, Errc::corrupted) << prefix << " " << n;
+      }
+  }
+  ::unsetenv("CAIRN_STREAM_PREFIX");
+  for (const char* name : {"balanced", "mesh"}) (void)cairn_stream_remove((std::string("mem:") + name).c_str());
+  fs::remove_all(dir);
+}
+
 TEST(WorkflowCouplings, EveryCouplingGivesTheSameChecksum) {
   std::uint64_t reference = 0;
   for (const char* coupling : {"mem", "file-tmpfs", "pmem", "file-disk"}) {
