@@ -1,7 +1,10 @@
 // workflow_bench.cpp — `cairn bench workflow` (see workflow_bench.hpp).
 #include "bench/workflow_bench.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "bench/bench_util.hpp"
@@ -25,7 +28,13 @@ Result<WorkflowReport> run_workflow_bench(const WorkflowBenchOptions& o, std::os
       c.params.level_max = o.level_max;
       c.params.sweeps = o.sweeps;
       c.bin_dir = o.bin_dir;
+      if (!o.tmpfs_dir.empty() && (row.coupling == "file-tmpfs" || row.coupling == "pmem"))
+        c.dir = o.tmpfs_dir + "/cairn-workflow-bench." + std::to_string(::getpid()) + "." + row.coupling;
       auto run = wf::run_workflow(c);
+      if (!c.dir.empty()) {
+        std::error_code ec;
+        std::filesystem::remove_all(c.dir, ec);
+      }
       if (!run.ok()) return make_error(run.error().code, row.coupling + ": " + run.error().message);
       const wf::Report& x = run.value();
       if (progress != nullptr)
@@ -66,6 +75,7 @@ void print_workflow_report(const WorkflowReport& rep, std::ostream& out) {
   const auto& o = rep.options;
   out << "workflow: " << o.cycles << " cycles, " << o.parts << " parts, levels " << o.level_min << "-" << o.level_max
       << ", " << o.sweeps << " sweeps per solve; medians of " << o.repeats << " runs (" << rep.machine << ")\n";
+  if (!o.tmpfs_dir.empty()) out << "file-tmpfs files and the pmem pool in " << o.tmpfs_dir << "\n";
   if (!rep.rows.empty())
     out << "final mesh " << rep.rows.front().leaves << " leaves; components write "
         << fmt("%.1f", static_cast<double>(rep.rows.front().bytes) / 1e6) << " MB per run\n";
@@ -97,8 +107,8 @@ Result<void> write_workflow_json(const WorkflowReport& rep, const std::string& p
   const auto& o = rep.options;
   f << "{\"machine\": " << json_str(rep.machine) << ", \"cycles\": " << o.cycles << ", \"parts\": " << o.parts
     << ", \"level_min\": " << o.level_min << ", \"level_max\": " << o.level_max << ", \"sweeps\": " << o.sweeps
-    << ", \"repeats\": " << o.repeats << ", \"checksums_equal\": " << (rep.checksums_equal ? "true" : "false")
-    << ", \"rows\": [";
+    << ", \"repeats\": " << o.repeats << ", \"tmpfs_dir\": " << json_str(o.tmpfs_dir)
+    << ", \"checksums_equal\": " << (rep.checksums_equal ? "true" : "false") << ", \"rows\": [";
   for (std::size_t i = 0; i < rep.rows.size(); ++i) {
     const auto& r = rep.rows[i];
     f << (i ? ", " : "") << "{\"coupling\": " << json_str(r.coupling) << ", \"leaves\": " << r.leaves

@@ -30,6 +30,10 @@ struct WorkflowBenchOptions {
   int level_min = 4, level_max = 10;
   int sweeps = 100;
   std::string bin_dir;  // the workflow-* executables
+  // Where file-tmpfs puts its files and pmem its pool ("": a fresh directory
+  // in /dev/shm). Both go to the same file system, so that a tmpfs mounted
+  // with huge pages (huge=within_size) serves both alike.
+  std::string tmpfs_dir;
 };
 
 struct WorkflowRow {

@@ -452,6 +452,10 @@ void add_workflow(CLI::App& bench) {
   cmd->add_option("--parts", args->o.parts, "Solver processes (default 2)")->check(CLI::Range(1, 64));
   cmd->add_option("--level-max", args->o.level_max, "Finest level (default 10)")->check(CLI::Range(4, 14));
   cmd->add_option("--sweeps", args->o.sweeps, "Jacobi sweeps per solve (default 100)")->check(CLI::Range(0, 100000));
+  cmd->add_option("--level-min", args->o.level_min, "Coarsest level (default 4)")->check(CLI::Range(1, 14));
+  cmd->add_option("--tmpfs-dir", args->o.tmpfs_dir,
+                  "Directory for file-tmpfs's files and pmem's pool (default: /dev/shm; a tmpfs mounted with "
+                  "huge=within_size gives both 2 MiB pages)");
   cmd->add_option("--repeats,-r", args->o.repeats, "Repetitions; medians are reported (default 5)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
