@@ -100,13 +100,13 @@ JobRun run_job(const std::vector<std::string>& args, std::vector<Kill> kills) {
         continue;
       }
       run.output += line + "\n";
-      if (line.rfind("started rank=", 0) == 0 || line.rfind("joined rank=", 0) == 0)
+      if (line.rfind("pid rank=", 0) == 0)
         pid_of[static_cast<int>(number_after(line, "rank="))] = static_cast<pid_t>(number_after(line, "pid="));
       const long long v = line.rfind("committed version=", 0) == 0 ? number_after(line, "version=") : -1;
       if (next < kills.size() && v >= 0 && static_cast<std::uint64_t>(v) >= kills[next].at &&
           pid_of.count(kills[next].rank)) {
         const pid_t victim = pid_of[kills[next].rank];
-        pid_of.erase(kills[next].rank);  // its replacement reports itself ("joined")
+        pid_of.erase(kills[next].rank);  // rank 0 reports its replacement's after the recovery
         if (kill(victim, SIGKILL) != 0) run.output += "[test: kill failed: " + std::string(strerror(errno)) + "]\n";
         if (!kills[next].remove.empty()) std::filesystem::remove_all(kills[next].remove);
         run.output += "[test: SIGKILL to rank " + std::to_string(kills[next].rank) + " after version " +

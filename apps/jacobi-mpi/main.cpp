@@ -275,10 +275,23 @@ int solve(const Args& a, const Grid& grid, const cairn::dist::Options& o, cairn:
           std::chrono::steady_clock::time_point t_start) {
   const int rank = ctx.rank(), ranks = ctx.size();
   const bool persisting = a.commit != "none";
-  if (a.progress) {  // the pid a kill test sends its SIGKILL to
-    std::printf("%s rank=%d pid=%d\n", ctx.joined() ? "joined" : "started", rank, static_cast<int>(getpid()));
+  if (a.progress && ctx.joined()) {
+    std::printf("joined rank=%d pid=%d\n", rank, static_cast<int>(getpid()));
     std::fflush(stdout);
   }
+  // --progress: rank 0 prints every rank's pid, in its own output stream
+  // (the one the kill tests read), before its first commit and after each
+  // recovery. Collective: the joining spare calls it after its restore, the
+  // survivors after recover().
+  auto report_pids = [&]() {
+    if (!a.progress) return;
+    const std::uint64_t mine = static_cast<std::uint64_t>(getpid());
+    std::vector<std::uint64_t> pids(static_cast<std::size_t>(ranks));
+    ctx.allgather(&mine, 1, pids.data());
+    for (int r = 0; rank == 0 && !ctx.failed() && r < ranks; ++r)
+      std::printf("pid rank=%d pid=%" PRIu64 "\n", r, pids[static_cast<std::size_t>(r)]);
+    std::fflush(stdout);
+  };
   std::vector<double> plain[2];
   auto psi_r = ctx.dual_region("psi", grid.block_bytes());
   if (!psi_r.ok()) return fail(rank, psi_r.error().message);
@@ -336,6 +349,7 @@ int solve(const Args& a, const Grid& grid, const cairn::dist::Options& o, cairn:
     std::printf("restored version=%" PRIu64 " t=%" PRId64 "\n", start, realtime_ns());
     std::fflush(stdout);
   }
+  report_pids();
   // In-job recovery (--spares): a rank died; every rank goes on from the
   // global version recover() agreed on, a spare in the dead rank's place.
   std::uint64_t i = start;
@@ -354,6 +368,7 @@ int solve(const Args& a, const Grid& grid, const cairn::dist::Options& o, cairn:
                   ctx.stats().recover_seconds * 1e3, ctx.stats().restored_from.c_str(), realtime_ns());
       std::fflush(stdout);
     }
+    report_pids();  // a failure in it is found by the next operation
     return 0;
   };
   std::size_t most = 0;
@@ -470,7 +485,8 @@ int main(int argc, char** argv) {
                  "ULFM builds: the last K ranks wait as spares; a rank that dies is replaced by one inside the job")
       ->check(CLI::NonNegativeNumber);
   cli.add_flag("--progress", a.progress,
-               "print each rank's pid, and on rank 0 'committed version=V t=NS' after each commit (kill tests)");
+               "rank 0 prints every rank's pid ('pid rank=R pid=P', again after a recovery) and "
+               "'committed version=V t=NS' after each commit: what kill tests act on");
   cli.footer(std::string("In-job recovery (--spares): ") +
              (cairn::dist::ulfm_available()
                   ? "available: this build's MPI has ULFM (run under mpirun --with-ft ulfm)."
