@@ -2,6 +2,7 @@
 #include "persist/slot_store.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -401,11 +402,32 @@ Result<void> SlotStore::publish(std::uint64_t version, int slot) {
 void RestoreCheck::start(std::function<Result<void>()> check) {
   (void)wait();
   result_ = {};
-  thread_ = std::thread([this, check = std::move(check)] { result_ = check(); });
+  done_.store(false, std::memory_order_relaxed);
+  lost_ = false;
+  owner_ = ::getpid();
+  thread_ = std::make_unique<std::thread>([this, check = std::move(check)] {
+    result_ = check();
+    done_.store(true, std::memory_order_release);
+  });
 }
 
 Result<void> RestoreCheck::wait() {
-  if (thread_.joinable()) thread_.join();
+  if (!thread_) return result_;
+  if (owner_ == ::getpid()) {
+    thread_->join();
+    thread_.reset();
+    return result_;
+  }
+  // A forked child: the thread is not in this process, and its descriptor
+  // must be neither joined nor destroyed here (both would act on the parent's
+  // thread). It is left as it is.
+  (void)thread_.release();
+  lost_ = !done_.load(std::memory_order_acquire);
+  if (lost_)
+    result_ = make_error(Errc::not_ready,
+                         "the check of the restored version was still running when this process was forked from the "
+                         "one that restored it, so this process cannot know whether the version is intact; restore "
+                         "it again in this process before committing");
   return result_;
 }
 

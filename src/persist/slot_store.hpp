@@ -51,6 +51,10 @@
 // layout before a restore.
 #pragma once
 
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -203,6 +207,11 @@ class SlotStore {
 // next commit waits for the check, so nothing is committed on top of a
 // damaged version. A state of kInlineBytes or less is checked at once (it
 // costs well under a millisecond), so restore itself reports the damage.
+//
+// A process forked while a check runs has no copy of its thread: there the
+// check's result is the one it had reached before the fork, or, if it was
+// still running, an error that asks for a restore in that process. Joining
+// the thread there would wait forever.
 class RestoreCheck {
  public:
   static constexpr std::size_t kInlineBytes = 4u << 20;
@@ -215,9 +224,16 @@ class RestoreCheck {
   // Waits for the check started last; its result stays until the next start
   // (every commit until the next restore is refused after a failed check).
   Result<void> wait();
+  // This process was forked while the check ran: its result is unknown here.
+  bool lost_to_fork() const {
+    return lost_ || (thread_ && owner_ != ::getpid() && !done_.load(std::memory_order_acquire));
+  }
 
  private:
-  std::thread thread_;
+  std::unique_ptr<std::thread> thread_;
+  pid_t owner_ = 0;                // the process that started the thread
+  std::atomic<bool> done_{false};  // result_ holds the check's result
+  bool lost_ = false;              // wait() found the check unfinished in a forked child
   Result<void> result_;
 };
 

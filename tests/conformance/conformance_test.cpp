@@ -665,6 +665,80 @@ TEST_P(Conformance, DamagedPayloadIsATypedErrorNeverADifferentState) {
   }
 }
 
+// A process forked right after a restore (a supervisor, a helper process)
+// while the restored version is checked in the background (in-place and
+// shadow above RestoreCheck::kInlineBytes) has no copy of the checking
+// thread. Its commit and its Context's destruction must not wait for that
+// thread: the commit succeeds if the check had finished before the fork, and
+// is otherwise refused with a typed error until the child restores again
+// (which then commits). The parent is unaffected.
+TEST_P(Conformance, ForkDuringTheRestoreCheckNeverHangsTheChild) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer cannot start threads in a child forked from a multi-threaded process "
+                  "(its die_after_fork); the address-sanitizer and release builds run this test";
+#endif
+  const auto* reg = detail::find_registration(GetParam());
+  ASSERT_NE(reg, nullptr);
+  // Two processes committing one libpmemobj pool or one checkpoint directory
+  // is not a use any strategy supports; the pool strategies' child owns the
+  // storage from the fork on (the parent only reads).
+  if (reg->crash != detail::CrashHarness::pool) GTEST_SKIP() << GetParam() << " checks no version in the background";
+  constexpr std::size_t kB = 64u << 20;
+  {
+    MAKE_OR_FAIL(ctx);
+    auto* b = ctx->dual_region("b", kB).value();
+    ASSERT_TRUE(ctx->open().ok());
+    for (std::uint64_t v = 1; v <= 2; ++v) {
+      fill(b->write(), kB, v);
+      ASSERT_TRUE(ctx->commit().ok());
+    }
+  }
+  MAKE_OR_FAIL(ctx);
+  auto* b = ctx->dual_region("b", kB).value();
+  ASSERT_TRUE(ctx->open().ok());
+  ASSERT_EQ(ctx->restore().value(), 2u);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // 0: committed at once; 1: refused as not_ready, committed after a restore.
+    int status = 0;
+    fill(b->write(), kB, 3);
+    auto c = ctx->commit();
+    if (!c.ok()) {
+      if (c.error().code != Errc::not_ready) _exit(10);
+      if (c.error().message.find("forked") == std::string::npos) _exit(11);
+      auto r = ctx->restore();
+      if (!r.ok() || r.value() != 2) _exit(12);
+      fill(b->write(), kB, 3);
+      if (auto again = ctx->commit(); !again.ok()) {
+        std::fprintf(stderr, "child: commit after its restore: %s\n", again.error().message.c_str());
+        _exit(13);
+      }
+      status = 1;
+      std::fprintf(stderr, "child: forked while the check ran; committed after restoring again\n");
+    }
+    if (!matches(b->read(), kB, 3)) _exit(14);
+    ctx.reset();  // the destructor waits for no thread of the parent
+    _exit(status);
+  }
+  int st = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 1200 && done == 0; ++i) {  // 120 s: only a hang takes this long
+    done = waitpid(pid, &st, WNOHANG);
+    if (done == 0) usleep(100'000);
+  }
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    FAIL() << GetParam() << ": the child forked during the restore check hung";
+  }
+  ASSERT_TRUE(WIFEXITED(st)) << "the child died of signal " << WTERMSIG(st);
+  EXPECT_TRUE(WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1) << "child exit " << WEXITSTATUS(st);
+  // The parent's own check was not disturbed. (The child committed version 3
+  // into the same storage; the parent's restored version is still readable.)
+  EXPECT_TRUE(matches(b->read(), kB, 2));
+}
+
 // Every flipped bit of the version word (the commit point of the pool
 // strategies) is a typed error at open or restore, never the other slot's
 // bytes or another version number: each slot records the version it holds.

@@ -59,6 +59,7 @@
 // by its thread's fence before the commit, so publish's rule (data durable
 // before the version word) holds as for a flushed region.
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -143,11 +144,16 @@ class InPlace final : public Strategy {
   // The slot the current iteration writes: the one the latest version is not in.
   int target() const { return 1 - latest_slot_; }
   void hand_over(const Layout& layout, std::size_t entry);
-  // Takes up to `max` bytes off the front of the queue; caller holds mu_.
+  // Takes up to `max` bytes off the front of the queue; caller holds its mutex.
   bool take(Piece& out, std::size_t max);
   void helper_loop();
   // Empties the queue without doing it and waits for the piece in flight.
   void cancel_pending();
+  // In a process forked from the one that started the helper: the helper is
+  // not here. Its state is left allocated (see Helper), the rest of the run is
+  // synchronous, and write-back that was queued or in flight at the fork
+  // makes this iteration uncommittable (forked_mid_iteration_).
+  void leave_helper_after_fork();
 
   std::unique_ptr<SlotStore> store_;
   RestoreCheck check_;  // of the version restore switched to
@@ -163,28 +169,47 @@ class InPlace final : public Strategy {
   const Layout* layout_ = nullptr;     // the Context's, for stream()
   std::vector<std::unique_ptr<StreamedChunk[]>> streamed_;  // per dual entry, per chunk
 
-  // Helper thread and its FIFO queue (seed 004's flush_init / flush_async).
-  std::mutex mu_;
-  std::condition_variable work_cv_;  // the helper waits for pieces
-  std::condition_variable idle_cv_;  // the barrier waits for the piece in flight
-  std::deque<Piece> queue_;          // whole requests; front is consumed in pieces
-  std::size_t in_flight_ = 0;
-  bool stop_ = false;
-  std::thread helper_;
+  // Helper thread and its FIFO queue (seed 004's flush_init / flush_async),
+  // on the heap: a process forked from this one has no helper thread and must
+  // neither join it nor destroy its mutex and condition variables (a waiter
+  // copied from the parent holds pthread_cond_destroy forever), so a forked
+  // child leaves it allocated.
+  struct Helper {
+    std::mutex mu;
+    std::condition_variable work_cv;  // the helper waits for pieces
+    std::condition_variable idle_cv;  // the barrier waits for the piece in flight
+    std::deque<Piece> queue;          // whole requests; front is consumed in pieces
+    std::size_t in_flight = 0;
+    bool stop = false;
+    std::thread thread;
+    pid_t owner = ::getpid();
+  };
+  std::unique_ptr<Helper> helper_;
+  bool forked_mid_iteration_ = false;
 };
 
 InPlace::~InPlace() {
   (void)check_.wait();
-  if (helper_.joinable()) {
+  leave_helper_after_fork();
+  if (helper_) {
     // Work not yet done belongs to an iteration that was never committed.
     {
-      std::lock_guard lk(mu_);
-      stop_ = true;
-      queue_.clear();
+      std::lock_guard lk(helper_->mu);
+      helper_->stop = true;
+      helper_->queue.clear();
     }
-    work_cv_.notify_all();
-    helper_.join();
+    helper_->work_cv.notify_all();
+    helper_->thread.join();
   }
+}
+
+void InPlace::leave_helper_after_fork() {
+  if (!helper_ || helper_->owner == ::getpid()) return;
+  Helper* h = helper_.release();  // left allocated: see Helper
+  // The mutex held at the fork (by the parent's helper) means its state may
+  // be half-changed: count it as work in flight. It is never unlocked here.
+  if (!h->mu.try_lock() || !h->queue.empty() || h->in_flight != 0) forked_mid_iteration_ = true;
+  async_ = false;
 }
 
 Result<void> InPlace::open(Layout& layout, const Options& options) {
@@ -226,30 +251,35 @@ Result<void> InPlace::open(Layout& layout, const Options& options) {
   streamed_.resize(layout.entries.size());
   for (std::size_t i = 0; i < layout.entries.size(); ++i)
     if (layout.entries[i].dual) streamed_[i] = std::make_unique<StreamedChunk[]>(store_->chunks(i));
-  if (async_) helper_ = std::thread([this] { helper_loop(); });  // flush_init()
+  if (async_) {  // flush_init()
+    helper_ = std::make_unique<Helper>();
+    helper_->thread = std::thread([this] { helper_loop(); });
+  }
   return {};
 }
 
 bool InPlace::take(Piece& out, std::size_t max) {
-  if (queue_.empty()) return false;
-  Piece& front = queue_.front();
+  auto& queue = helper_->queue;
+  if (queue.empty()) return false;
+  Piece& front = queue.front();
   out = front;
   out.n = std::min(max, front.n);
   front.dst += out.n;
   front.offset += out.n;
   if (front.src != nullptr) front.src += out.n;
   front.n -= out.n;
-  if (front.n == 0) queue_.pop_front();
-  ++in_flight_;
+  if (front.n == 0) queue.pop_front();
+  ++helper_->in_flight;
   return true;
 }
 
 void InPlace::helper_loop() {
   pool::Pool& pool = store_->pool();
-  std::unique_lock lk(mu_);
+  Helper& h = *helper_;
+  std::unique_lock lk(h.mu);
   for (;;) {
-    work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-    if (stop_) return;
+    h.work_cv.wait(lk, [&] { return h.stop || !h.queue.empty(); });
+    if (h.stop) return;
     Piece p;
     if (!take(p, kHelperPiece)) continue;
     lk.unlock();
@@ -273,7 +303,7 @@ void InPlace::helper_loop() {
       pool.memcpy_persist(p.dst, p.src, p.n);
     }
     lk.lock();
-    if (--in_flight_ == 0 && queue_.empty()) idle_cv_.notify_all();
+    if (--h.in_flight == 0 && h.queue.empty()) h.idle_cv.notify_all();
   }
 }
 
@@ -290,12 +320,13 @@ void InPlace::hand_over(const Layout& layout, std::size_t entry) {
     req.src = static_cast<const std::byte*>(e.plain->data());
     bytes_copied += e.bytes;
   }
+  leave_helper_after_fork();
   if (!async_ || req.n <= inline_bytes_) return do_piece(req, threads_);
   {
-    std::lock_guard lk(mu_);
-    queue_.push_back(req);
+    std::lock_guard lk(helper_->mu);
+    helper_->queue.push_back(req);
   }
-  work_cv_.notify_one();
+  helper_->work_cv.notify_one();
 }
 
 void InPlace::do_piece(const Piece& p, unsigned threads) {
@@ -375,8 +406,9 @@ void InPlace::flush_async_region(Layout& layout, std::size_t entry) {
 }
 
 void InPlace::flush_barrier() {
+  leave_helper_after_fork();
   if (!async_) return;  // everything handed over is already durable
-  std::unique_lock lk(mu_);
+  std::unique_lock lk(helper_->mu);
   // Take what the helper has not started, with all threads: each worker of
   // persist_mt / memcpy_persist_mt fences its own part before they join.
   Piece p;
@@ -384,17 +416,19 @@ void InPlace::flush_barrier() {
     lk.unlock();
     do_piece(p, threads_);
     lk.lock();
-    --in_flight_;
+    --helper_->in_flight;
   }
-  // The helper's piece in flight: it drains before decrementing in_flight_.
-  idle_cv_.wait(lk, [&] { return in_flight_ == 0; });
+  // The helper's piece in flight: it drains before decrementing in_flight.
+  helper_->idle_cv.wait(lk, [&] { return helper_->in_flight == 0; });
 }
 
 void InPlace::cancel_pending() {
+  leave_helper_after_fork();
+  forked_mid_iteration_ = false;  // restore abandons that iteration
   if (!async_) return;
-  std::unique_lock lk(mu_);
-  queue_.clear();
-  idle_cv_.wait(lk, [&] { return in_flight_ == 0; });
+  std::unique_lock lk(helper_->mu);
+  helper_->queue.clear();
+  helper_->idle_cv.wait(lk, [&] { return helper_->in_flight == 0; });
 }
 
 Result<void> InPlace::restore(Layout& layout) {
@@ -447,10 +481,11 @@ Result<void> InPlace::verify_dual(const Layout& layout, int k, unsigned threads,
 // a large one, the chunks holding registered pointers are checked now and the
 // rest in the background (RestoreCheck), which the next commit waits for. A
 // version already checked by an earlier restore in this process (a rollback)
-// is not checked again: its pointers have been relocated since.
+// is not checked again: its pointers have been relocated since (unless this
+// process was forked while that check ran: then it is checked here again).
 Result<void> InPlace::check_dual(const Layout& layout, int k) {
   const std::uint64_t version = store_->committed().value_or(0);
-  if (version == checked_version_) return {};
+  if (version == checked_version_ && !check_.lost_to_fork()) return {};
   std::size_t dual_bytes = 0;
   for (const Entry& e : layout.entries)
     if (e.dual) dual_bytes += e.bytes;
@@ -485,6 +520,12 @@ Result<void> InPlace::commit(Layout& layout, std::uint64_t version) {
   if (auto r = store_->check_commit(layout); !r.ok()) return r;
   // Nothing is committed on top of a restored version found damaged.
   if (auto r = check_.wait(); !r.ok()) return r;
+  leave_helper_after_fork();
+  if (forked_mid_iteration_)
+    return make_error(Errc::not_ready,
+                      "in-place: this process was forked from the one that ran this iteration while the helper "
+                      "thread was writing it back, so what reached the slot is unknown here; restore before "
+                      "committing");
   const int k = target();
   // Context has already switched the roles: read() is the version just
   // written, which must be the target slot of every dual region.
