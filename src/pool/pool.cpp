@@ -311,6 +311,13 @@ Result<std::unique_ptr<Pool>> Pool::map_and_bind(const std::string& path, std::s
   pool->fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (pool->fd_ < 0) pool->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   pool->mode_ = resolve_mode(mode, pool->is_pmem_, pool->fd_);
+  // On tmpfs, ask for huge pages: a tmpfs mounted with huge=advise then backs
+  // the pool with 2 MiB pages (huge=within_size or huge=always do without
+  // the advice), and populating a stream's extent in a fresh process maps
+  // one entry per 2 MiB instead of 512 (libpmem aligns the mapping to 2 MiB).
+  // Elsewhere, and where the kernel has no THP, the advice does nothing.
+  if (struct statfs fs{}; pool->fd_ >= 0 && fstatfs(pool->fd_, &fs) == 0 && static_cast<long>(fs.f_type) == kTmpfsMagic)
+    (void)::madvise(addr, mapped, MADV_HUGEPAGE);
   if (!device) {
     auto d = devices::make_device("");
     if (!d.ok()) return std::move(d).error();
@@ -727,7 +734,18 @@ std::size_t Pool::prefault(const void* addr, std::size_t len) const {
   static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   const auto b = reinterpret_cast<std::uintptr_t>(addr) / page * page;
   const auto e = (reinterpret_cast<std::uintptr_t>(addr) + len + page - 1) / page * page;
-  if (::madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_WRITE) == 0) return (e - b) / page;
+  // On tmpfs a read fault of a shared writable mapping maps the page
+  // writable already (shmem tracks no dirty pages, so nothing asks to be
+  // told of the first write), and skips what a write fault adds per page:
+  // marking the page dirty and updating the file's times. Measured on a
+  // 16 MiB extent: 1.5-11 ms read-populated against 5-16 ms
+  // write-populated, and no fault afterwards when the page is written. A
+  // DAX mapping (MAP_SYNC) must take its write faults: there it stays
+  // MADV_POPULATE_WRITE.
+  struct statfs fs {};
+  const bool shmem = fd_ >= 0 && ::fstatfs(fd_, &fs) == 0 && static_cast<long>(fs.f_type) == kTmpfsMagic;
+  if (::madvise(reinterpret_cast<void*>(b), e - b, shmem ? MADV_POPULATE_READ : MADV_POPULATE_WRITE) == 0)
+    return (e - b) / page;
   if (errno != EINVAL) return 0;  // EFAULT/ENOMEM/EHWPOISON: leave it to the faults
   // Before Linux 5.14: a read maps the page (its first write then costs only
   // a write-protect fault).

@@ -306,8 +306,10 @@ class Pool {
   static bool in_parallel_persist() noexcept;
 
   // Maps the pages of [addr, addr+len) writable now (MADV_POPULATE_WRITE;
-  // on kernels without it, one read per page), so that first-touch page
-  // faults are not paid inside the application's iterations. Contents are
+  // on tmpfs MADV_POPULATE_READ, which maps shmem pages writable without a
+  // write fault's per-page work; on kernels without either, one read per
+  // page), so that first-touch page faults are not paid inside the
+  // application's iterations. Contents are
   // not changed and nothing is written back. Returns the number of pages
   // that were populated, 0 if the kernel refused or the pool flushes with
   // msync (populating would dirty every page for the next msync); a hint
