@@ -338,7 +338,11 @@ Result<void> Octree::Impl::balance(Connect connect, const InitFn& init) {
     }
     auto dirs = directions(dims_, connect);
     std::stable_sort(dirs.begin(), dirs.end(), [](const auto& a, const auto& b) {
-      return (a[0] != 0) + (a[1] != 0) + (a[2] != 0) < (b[0] != 0) + (b[1] != 0) + (b[2] != 0);
+      // Gray order of the axes moved on (x, xy, y, yz, xyz, xz, z): each
+      // target differs from the one before along one axis.
+      static constexpr int rank[8] = {0, 0, 2, 1, 6, 5, 3, 4};
+      const auto mask = [](const auto& d) { return (d[0] != 0) | (d[1] != 0) << 1 | (d[2] != 0) << 2; };
+      return rank[mask(a)] < rank[mask(b)];
     });
     Path path(*this);
     for (int level = kMaxLevel; level >= 1; --level) {
@@ -357,9 +361,9 @@ Result<void> Octree::Impl::balance(Connect connect, const InitFn& init) {
           // every axis it moves on), and once p + d' exists its parent is
           // internal, so q, a child of that parent, exists. This keeps 2^d - 1
           // of the 3^d - 1 directions of full balance (7 of 26 in 3D; the
-          // sibling test before kept 19). The face directions come first (dirs
-          // is sorted), and the edge and corner descents start from the path
-          // the face descents left (Path::descend).
+          // sibling test before kept 19). dirs is in Gray order, so each
+          // descent starts from the path the one before left, one axis away
+          // (Path::descend).
           bool leaves_parent = true;
           for (int a = 0; a < dims_ && leaves_parent; ++a)
             if (d[static_cast<std::size_t>(a)] != 0)
