@@ -53,6 +53,11 @@ class Octree::Impl::Path {
 
   // The reference at frame d's slot, checked (0: a leaf).
   Ref child(int d) const { return t_.read_child(f_[d].block, f_[d].slot, octant(d), t_.work_gen_); }
+  // Whether the octant at frame d's slot has children. The reference is
+  // not followed (balance read every block through the checked read when
+  // it listed the internal octants, and the blocks made since are its own),
+  // so this costs no read of the child's block.
+  bool internal(int d) const { return t_.child(f_[d].block, f_[d].slot) != 0; }
   // Frame d + 1 holds the block `c` of the children of frame d's octant.
   void enter(int d, Ref c) { f_[d + 1] = {c, octant(d), 0}; }
 
@@ -337,12 +342,14 @@ Result<void> Octree::Impl::balance(Connect connect, const InitFn& init) {
       }
     }
     auto dirs = directions(dims_, connect);
-    std::stable_sort(dirs.begin(), dirs.end(), [](const auto& a, const auto& b) {
-      // Gray order of the axes moved on (x, xy, y, yz, xyz, xz, z): each
-      // target differs from the one before along one axis.
-      static constexpr int rank[8] = {0, 0, 2, 1, 6, 5, 3, 4};
-      const auto mask = [](const auto& d) { return (d[0] != 0) | (d[1] != 0) << 1 | (d[2] != 0) << 2; };
-      return rank[mask(a)] < rank[mask(b)];
+    const auto axes = [](const std::array<int, 3>& d) { return (d[0] != 0) | (d[1] != 0) << 1 | (d[2] != 0) << 2; };
+    std::stable_sort(dirs.begin(), dirs.end(), [&](const auto& a, const auto& b) {
+      // Faces first (their results decide which edges and corners are
+      // needed, below), then edges and the corner in Gray order of the axes
+      // moved on (xy, yz, xyz, xz): each target differs from the one before
+      // along one axis, so its descent starts from a nearby path.
+      static constexpr int rank[8] = {0, 0, 1, 3, 2, 6, 4, 5};
+      return rank[axes(a)] < rank[axes(b)];
     });
     Path path(*this);
     for (int level = kMaxLevel; level >= 1; --level) {
@@ -352,6 +359,7 @@ Result<void> Octree::Impl::balance(Connect connect, const InitFn& init) {
         const int shift = kMaxLevel - p.level;
         const int bits[3] = {static_cast<int>((p.x >> shift) & 1u), static_cast<int>((p.y >> shift) & 1u),
                              static_cast<int>((p.z >> shift) & 1u)};
+        int internal_faces = 0;  // the axes along which p's face neighbour is internal
         for (const auto& d : dirs) {
           // Only directions that leave p's parent along every axis they
           // move on can find a missing neighbour. Along an axis where d
@@ -361,18 +369,27 @@ Result<void> Octree::Impl::balance(Connect connect, const InitFn& init) {
           // every axis it moves on), and once p + d' exists its parent is
           // internal, so q, a child of that parent, exists. This keeps 2^d - 1
           // of the 3^d - 1 directions of full balance (7 of 26 in 3D; the
-          // sibling test before kept 19). dirs is in Gray order, so each
-          // descent starts from the path the one before left, one axis away
-          // (Path::descend).
+          // sibling test before kept 19).
           bool leaves_parent = true;
           for (int a = 0; a < dims_ && leaves_parent; ++a)
             if (d[static_cast<std::size_t>(a)] != 0)
               leaves_parent = (d[static_cast<std::size_t>(a)] > 0) == (bits[a] == 1);
           if (!leaves_parent) continue;
+          // The face pass decides the rest: if p's face neighbour f = p + e_a
+          // is internal, it is on the worklist of this level too, and its own
+          // directions include d - e_a (f shares p's position in its parent
+          // along the other axes, so d - e_a leaves f's parent on every axis
+          // it moves on), which reaches q = f + (d - e_a) or, skipped in
+          // turn, follows from a direction with fewer axes. So an edge or
+          // corner direction that moves along such an axis is not descended.
+          const int moved = axes(d);
+          const bool face = (moved & (moved - 1)) == 0;
+          if (!face && (moved & internal_faces) != 0) continue;
           Octant q;
           if (!shifted(p, d.data(), dims_, q)) continue;
           path.descend(q, init,
                        [&](const Octant& made) { work[static_cast<std::size_t>(made.level)].push_back(made); });
+          if (face && path.internal(q.level)) internal_faces |= moved;
         }
         path.settle();
       }
