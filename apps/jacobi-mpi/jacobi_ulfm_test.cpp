@@ -32,11 +32,13 @@ constexpr int kJobRanks = 4;
 const std::vector<std::string> kProblem{"--size", "128", "--iterations", "2000"};
 
 // One kill: when rank 0 has reported committing version `at` (or later),
-// SIGKILL the process of rank `rank` and, for a lost node, delete `remove`.
+// SIGKILL (or `signal`) the process of rank `rank` and, for a lost node,
+// delete `remove`.
 struct Kill {
   std::uint64_t at;
   int rank;
   std::string remove;
+  int signal = SIGKILL;
 };
 
 // The decimal number after `key` in `text` from `from` on, or -1.
@@ -107,10 +109,11 @@ JobRun run_job(const std::vector<std::string>& args, std::vector<Kill> kills) {
           pid_of.count(kills[next].rank)) {
         const pid_t victim = pid_of[kills[next].rank];
         pid_of.erase(kills[next].rank);  // rank 0 reports its replacement's after the recovery
-        if (kill(victim, SIGKILL) != 0) run.output += "[test: kill failed: " + std::string(strerror(errno)) + "]\n";
+        if (kill(victim, kills[next].signal) != 0)
+          run.output += "[test: kill failed: " + std::string(strerror(errno)) + "]\n";
         if (!kills[next].remove.empty()) std::filesystem::remove_all(kills[next].remove);
-        run.output += "[test: SIGKILL to rank " + std::to_string(kills[next].rank) + " after version " +
-                      std::to_string(v) + "]\n";
+        run.output += "[test: signal " + std::to_string(kills[next].signal) + " to rank " +
+                      std::to_string(kills[next].rank) + " after version " + std::to_string(v) + "]\n";
         run.killed_after.push_back(static_cast<std::uint64_t>(v));
         ++next;
       }
@@ -209,6 +212,21 @@ TEST_F(JacobiUlfm, LostNodeIsRebuiltFromThePartnerCopyInsideTheJob) {
   ASSERT_EQ(rec.size(), 1u) << r.output;
   EXPECT_EQ(rec[0].second, "partner") << r.output;
   EXPECT_TRUE(std::filesystem::exists(dir.path() + "/node1")) << "the replacement stores the rank again";
+  EXPECT_EQ(checksum_in(r.output), expected) << r.output;
+}
+
+// A hung rank (SIGSTOP): ULFM does not notice it; the watchdog of the lowest
+// rank still running declares it dead after --hang-timeout, SIGKILLs it, and
+// it is recovered like a killed one.
+TEST_F(JacobiUlfm, StoppedRankIsKilledByTheWatchdogAndReplaced) {
+  const std::string expected = uninterrupted();
+  JobRun r = run_job(job(1, {"--hang-timeout", "2"}), {{random_moment(), 1, "", SIGSTOP}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rec = recoveries(r.output);
+  ASSERT_EQ(rec.size(), 1u) << r.output;
+  EXPECT_NE(r.output.find("cairn dist: rank 1 (pid "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("has not run for"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("joined rank=1 "), std::string::npos) << r.output;
   EXPECT_EQ(checksum_in(r.output), expected) << r.output;
 }
 

@@ -118,6 +118,7 @@ struct Topology;
 class SlotFile;
 class PfsFlusher;
 class HeartbeatWriter;
+class Watchdog;
 }  // namespace detail
 
 // A region with two versions: read() is the newest global version, write() is
@@ -304,6 +305,13 @@ struct Options {
   // they wait in create() until a rank of the job dies, and then one of them
   // takes its place (Context::recover()). 0: no spares, no in-job recovery.
   int spares = 0;
+  // With spares: a rank whose process has not run for this many seconds
+  // (SIGSTOPped, hung in the kernel) is declared dead and SIGKILLed, and
+  // recovered like a dead one (ULFM does not notice a stopped process). Each
+  // rank's watchdog thread stamps <persist.dir>/alive.<rank> every quarter of
+  // it; the lowest rank still stamping kills the others that stopped. Ranks
+  // on one machine only (simulated nodes); 0: off.
+  double hang_timeout = 0;
 };
 
 // Whether the MPI this library was built against offers ULFM (MPIX_Comm_revoke,
@@ -463,7 +471,8 @@ class Context {
   std::size_t chunk_ = 0;               // xor: bytes per chunk (a parity segment)
   std::vector<std::byte> scratch_;
   std::unique_ptr<detail::HeartbeatWriter> heartbeat_;
-  std::uint64_t restored_ = 0;  // the version restore() selected, for the heartbeat
+  std::unique_ptr<detail::Watchdog> watchdog_;  // Options::hang_timeout
+  std::uint64_t restored_ = 0;                  // the version restore() selected, for the heartbeat
   Options options_;
   std::unique_ptr<RankStore> store_;
   Stats stats_;

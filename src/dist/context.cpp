@@ -1,15 +1,21 @@
 // context.cpp — the collective side of dist: open, restore and commit agreed
 // through MPI all-reduces over a duplicate of the application's communicator.
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "cairn/dist.hpp"
 #include "dist/heartbeat.hpp"
@@ -175,6 +181,90 @@ int sendrecv_requests(const void* send, int send_count, MPI_Datatype type, int d
 
 }  // namespace
 
+namespace detail {
+
+// Options::hang_timeout: a thread stamping this process's alive file and
+// killing the processes of ranks whose files stopped changing.
+class Watchdog {
+ public:
+  Watchdog(std::string dir, int rank, int nranks, double timeout)
+      : dir_(std::move(dir)), rank_(rank), nranks_(nranks), timeout_(timeout) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    std::error_code ec;
+    std::filesystem::remove(path(rank_), ec);
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+ private:
+  std::string path(int r) const { return dir_ + "/alive." + std::to_string(r); }
+  void stamp() const {
+    const int fd = ::open(path(rank_).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    [[maybe_unused]] const ssize_t n = ::write(fd, pid.data(), pid.size());
+    ::close(fd);
+  }
+  // Seconds since rank r's stamp (-1: none) and the pid in it.
+  std::pair<double, long> age(int r) const {
+    struct stat st {};
+    if (::stat(path(r).c_str(), &st) != 0) return {-1, 0};
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    const double a = static_cast<double>(now.tv_sec - st.st_mtim.tv_sec) +
+                     static_cast<double>(now.tv_nsec - st.st_mtim.tv_nsec) * 1e-9;
+    long pid = 0;
+    if (FILE* f = std::fopen(path(r).c_str(), "r")) {
+      if (std::fscanf(f, "%ld", &pid) != 1) pid = 0;
+      std::fclose(f);
+    }
+    return {a, pid};
+  }
+  void run() {
+    const auto period = std::chrono::duration<double>(timeout_ / 4);
+    std::unique_lock<std::mutex> l(m_);
+    while (!stop_) {
+      stamp();
+      // The lowest rank whose stamp is fresh judges the others.
+      int judge = -1;
+      std::vector<std::pair<double, long>> ages;
+      for (int r = 0; r < nranks_; ++r) {
+        ages.push_back(r == rank_ ? std::pair<double, long>{0, ::getpid()} : age(r));
+        if (judge < 0 && ages.back().first >= 0 && ages.back().first < timeout_) judge = r;
+      }
+      for (int r = 0; judge == rank_ && r < nranks_; ++r) {
+        const auto [a, pid] = ages[static_cast<std::size_t>(r)];
+        if (r == rank_ || a < timeout_ || pid <= 0) continue;
+        std::fprintf(stderr,
+                     "cairn dist: rank %d (pid %ld) has not run for %.1f s (hang timeout %.1f s): killed, its "
+                     "rank is recovered in the job\n",
+                     r, pid, a, timeout_);
+        std::error_code ec;
+        std::filesystem::remove(path(r), ec);  // its replacement stamps anew
+        ::kill(static_cast<pid_t>(pid), SIGKILL);
+      }
+      cv_.wait_for(l, period, [this] { return stop_; });
+    }
+  }
+  std::string dir_;
+  int rank_, nranks_;
+  double timeout_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace detail
+
 bool ulfm_available() {
 #ifdef CAIRN_HAVE_ULFM
   return true;
@@ -258,6 +348,7 @@ void Context::tell_supervisor_started() {
 }
 
 Context::~Context() {
+  watchdog_.reset();
   pfs_.reset();  // joins a flush in progress
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -425,6 +516,7 @@ Result<std::uint64_t> Context::recover() {
 }
 
 Result<std::unique_ptr<Context>> Context::build(MPI_Comm comm, Options options) {
+  const std::string job_dir = options.persist.dir;  // before place(): shared by the job's ranks
   // Every rank fails alike: the checks below are collective.
   auto topo = detail::make_topology(comm, options.ranks_per_node, options.xor_group);
   if (!topo.ok()) return std::move(topo).error();
@@ -446,6 +538,10 @@ Result<std::unique_ptr<Context>> Context::build(MPI_Comm comm, Options options) 
     MPI_Comm_split(c.value()->comm_, color, t.node, &c.value()->group_);
     if (c.value()->options_.spares > 0) MPI_Comm_set_errhandler(c.value()->group_, MPI_ERRORS_RETURN);
   }
+  const Options& o = c.value()->options_;
+  if (o.spares > 0 && o.hang_timeout > 0 && job_dir.find("{numa}") == std::string::npos)
+    c.value()->watchdog_ =
+        std::make_unique<detail::Watchdog>(job_dir.empty() ? "." : job_dir, t.rank, t.nranks, o.hang_timeout);
   return c;
 }
 
