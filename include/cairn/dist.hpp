@@ -287,10 +287,17 @@ struct Options {
   int xor_group = 4;
   // Asynchronous flush of every pfs_every-th global version to pfs_dir (a
   // directory standing for the parallel file system, shared by all ranks),
-  // by a thread of each rank; the two newest complete versions are kept.
-  // Restore falls back to it when a lost rank cannot be rebuilt otherwise.
+  // by a thread of each rank. A rank keeps every version of its own from the
+  // one before the newest version complete on every rank (read from the
+  // directory after each flush): a rank whose flushes lag makes the others
+  // keep more, never leaves the ranks without a common version. Restore
+  // falls back to it when a lost rank cannot be rebuilt otherwise, to the
+  // newest version complete and intact on every rank.
   std::string pfs_dir;
   std::uint64_t pfs_every = 0;
+  // Fault injection for tests: a rank where this returns true does not
+  // flush `version` (a rank whose flushes lag behind the others').
+  std::function<bool(std::uint64_t version)> skip_flush;
   // Fault injection for tests: called on the committing rank right after its
   // local commit point of `version`, before the agreement (and `before`
   // right before the local commit).

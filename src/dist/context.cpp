@@ -815,7 +815,7 @@ Result<std::uint64_t> Context::commit() {
   }
   store_->advance();
   ++stats_.commits;
-  if (pfs_ && v % options_.pfs_every == 0) {
+  if (pfs_ && v % options_.pfs_every == 0 && !(options_.skip_flush && options_.skip_flush(v))) {
     // The flush works on a copy: the lane is written again two versions on.
     const auto tp = std::chrono::steady_clock::now();
     auto buf = pfs_->take_buffer();
@@ -1078,21 +1078,51 @@ Result<std::uint64_t> Context::restore_in_place(std::chrono::steady_clock::time_
 }
 
 Result<std::uint64_t> Context::restore_from_pfs(const std::string& why) {
-  // The newest version every rank flushed completely.
-  std::uint64_t mine[2] = {0, 0};
+  // Every version each rank has complete (retention keeps more than two of a
+  // rank's when another lags: files.hpp), then the versions every rank has,
+  // newest first.
   const auto v = pfs_->versions();
-  for (std::size_t i = 0; i < 2 && i < v.size(); ++i) mine[i] = v[i];
-  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(size()));
-  allgather(mine, 2, all.data());
+  const std::uint64_t count = v.size();
+  std::vector<std::uint64_t> counts(static_cast<std::size_t>(size()));
+  allgather(&count, 1, counts.data());
   if (failed_) return make_error(Errc::io_error, "restore: a process of the job failed (recover() replaces it)");
-  const auto common = detail::flushed_everywhere(all);
-  const std::uint64_t p = common.empty() ? 0 : common.front();
-  if (p == 0)
+  const std::size_t most = static_cast<std::size_t>(*std::max_element(counts.begin(), counts.end()));
+  std::vector<std::vector<std::uint64_t>> per_rank(static_cast<std::size_t>(size()));
+  if (most > 0) {
+    std::vector<std::uint64_t> mine(most, 0), all(most * static_cast<std::size_t>(size()));
+    std::copy(v.begin(), v.end(), mine.begin());
+    allgather(mine.data(), static_cast<int>(most), all.data());
+    if (failed_) return make_error(Errc::io_error, "restore: a process of the job failed (recover() replaces it)");
+    for (std::size_t r = 0; r < per_rank.size(); ++r)
+      per_rank[r].assign(all.begin() + static_cast<std::ptrdiff_t>(r * most),
+                         all.begin() + static_cast<std::ptrdiff_t>((r + 1) * most));
+  }
+  const auto common = detail::flushed_everywhere(per_rank);
+  if (common.empty())
     return make_error(Errc::corrupted, why + "; and no flushed version in " + options_.pfs_dir +
                                            " is complete on every rank: no global version to restore");
+  // The newest that every rank reads back intact: a damaged or vanished file
+  // of one rank sends every rank to the version before.
   std::vector<std::byte> payload(store_->payload_bytes());
-  Result<void> r = pfs_->read(p, payload);
-  if (r.ok()) r = store_->rewrite(p, payload.data());
+  std::string tried;
+  std::uint64_t p = 0;
+  for (const std::uint64_t candidate : common) {
+    Result<void> r = pfs_->read(candidate, payload);
+    if (!r.ok()) std::fprintf(stderr, "cairn dist: rank %d: %s\n", rank(), r.error().message.c_str());
+    auto a = agree(r, "reading flushed version " + std::to_string(candidate));
+    if (failed_) return std::move(a).error();
+    if (a.ok()) {
+      p = candidate;
+      break;
+    }
+    tried += (tried.empty() ? "" : "; ") + a.error().message;
+  }
+  if (p == 0)
+    return make_error(Errc::corrupted, why + "; and no flushed version in " + options_.pfs_dir +
+                                           " complete on every rank reads back intact on every rank (tried " +
+                                           std::to_string(common.size()) + ": " + tried +
+                                           "): no global version to restore");
+  Result<void> r = store_->rewrite(p, payload.data());
   if (auto a = agree(r, "restoring flushed version " + std::to_string(p)); !a.ok()) return std::move(a).error();
   if (rank() == 0)
     std::fprintf(stderr, "cairn dist: %s; restored flushed version %llu from %s\n", why.c_str(),
@@ -1100,6 +1130,10 @@ Result<std::uint64_t> Context::restore_from_pfs(const std::string& why) {
   sent_[0].clear();
   sent_[1].clear();
   if (auto a = agree(protect(p, true), "protecting the restored version"); !a.ok()) return std::move(a).error();
+  // Flushed versions after p belong to the run that was rolled back: the
+  // run from p flushes them again, and none of them may pair with the new
+  // run's files as a version complete everywhere.
+  pfs_->remove_newer_than(p);
   stats_.rebuilt_ranks = static_cast<std::uint64_t>(size());
   return p;
 }

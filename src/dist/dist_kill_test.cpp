@@ -294,6 +294,60 @@ TEST_F(DistKill, TwoLostNodesFallBackToTheFlushedVersion) {
   EXPECT_EQ(last_from, "pfs");
 }
 
+// One rank's flushes lag (rank 2 flushes nothing after version 8, as if its
+// flush of 12 had not ended yet): the others keep every flushed version from
+// the one before the newest complete on every rank, so when every node is
+// lost the job still restores version 8. (Each rank once kept its own two
+// newest: ranks 0 and 1 held 24 and 28, rank 2 held 4 and 8, and no version
+// was left to restore.)
+TEST_F(DistKill, ALaggingFlusherLeavesAVersionCompleteOnEveryRank) {
+  level = {"--redundancy", "partner", "--ranks-per-node", "1", "--pfs-dir", dir.file("pfs"), "--pfs-every", "4"};
+  Outcome o = mpirun(3, {"--iterations", "30", "--lag-rank", "2", "--lag-after", "8"});
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  for (int n = 0; n < 3; ++n) std::filesystem::remove_all(dir.file("node" + std::to_string(n)));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("pfs/worker.n3.r0.v8.ckpt")));
+  EXPECT_EQ(resume_and_check(3, "in-place", 40), 8u);
+  EXPECT_EQ(last_from, "pfs");
+}
+
+// Rank 1's newest flushed version is damaged (one byte of its payload): every
+// rank falls back to the version before, complete and intact everywhere;
+// when no version reads back intact, restore fails naming the versions it
+// tried. (Restore once tried the newest common version only.)
+TEST_F(DistKill, ADamagedFlushFallsBackToTheOlderCompleteVersion) {
+  level = {"--redundancy", "partner", "--ranks-per-node", "1", "--pfs-dir", dir.file("pfs"), "--pfs-every", "4"};
+  ASSERT_EQ(mpirun(3, {"--iterations", "30"}).exit_code, 0);
+  for (int n = 0; n < 3; ++n) std::filesystem::remove_all(dir.file("node" + std::to_string(n)));
+  auto damage = [&](const std::string& file) {
+    std::fstream f(dir.file("pfs/" + file), std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << file;
+    f.seekp(64 + 1000);
+    f.put('x');
+  };
+  damage("worker.n3.r1.v28.ckpt");
+  EXPECT_EQ(resume_and_check(3, "in-place", 40), 24u);
+  EXPECT_EQ(last_from, "pfs");
+  ASSERT_FALSE(HasFailure());
+
+  // Again, with every version the ranks have in common damaged somewhere.
+  fresh_dir();
+  ASSERT_EQ(mpirun(3, {"--iterations", "30"}).exit_code, 0);
+  for (int n = 0; n < 3; ++n) std::filesystem::remove_all(dir.file("node" + std::to_string(n)));
+  damage("worker.n3.r1.v28.ckpt");
+  // Every file rank 2 kept (24, and 20 when the ranks' last flushes ended
+  // together and none of them saw 28 complete everywhere yet).
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("pfs")))
+    if (const std::string f = e.path().filename().string();
+        f.rfind("worker.n3.r2.v", 0) == 0 && f != "worker.n3.r2.v28.ckpt")
+      damage(f);
+  Outcome o = mpirun(3, {"--iterations", "40", "--resume"});
+  EXPECT_NE(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(parse(o.output, "restored").empty()) << o.output;
+  EXPECT_NE(o.output.find("reads back intact on every rank (tried "), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("reading flushed version 28"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("reading flushed version 24"), std::string::npos) << o.output;
+}
+
 // A partner copy whose bytes were damaged fails its checksum at the rebuild:
 // the job falls back to the flushed version instead of restoring wrong data.
 TEST_F(DistKill, DamagedPartnerCopyFallsBackToTheFlushedVersion) {

@@ -51,6 +51,8 @@ struct Args {
   int kill_signal = SIGKILL;
   std::uint64_t progress_at = 0;  // 0: no progress file
   std::vector<int> await_kill;    // ranks whose first compute process waits to be killed before the last version
+  int lag_rank = -1;              // this rank flushes no version after lag_after (its flushes lag)
+  std::uint64_t lag_after = 0;
 };
 
 // Version v of rank r's state, from version v-1 (version 0: the initial state).
@@ -89,6 +91,7 @@ int run(const Args& a) {
     o.before_local_commit = [&](std::uint64_t v) {
       if (v == a.kill_at) std::this_thread::sleep_for(std::chrono::milliseconds(a.stall_others_ms));
     };
+  if (rank == a.lag_rank && !a.resume) o.skip_flush = [&](std::uint64_t v) { return v > a.lag_after; };
   // A fresh job starts on empty storage: an old job's versions would outrank it.
   if (!a.resume) cairn::dist::Context::remove_storage(o, rank, size).value();
   auto body = [&](cairn::dist::Context& ctx) {
@@ -214,6 +217,8 @@ int main(int argc, char** argv) {
   a.supervise.add_to(cli);
   cli.add_option("--progress-at", a.progress_at, "each rank creates progress.RANK in --dir once it committed this");
   cli.add_option("--await-kill", a.await_kill, "this rank waits to be killed before its last version (repeatable)");
+  cli.add_option("--lag-rank", a.lag_rank, "this rank flushes no version after --lag-after (a lagging flusher)");
+  cli.add_option("--lag-after", a.lag_after, "the last version --lag-rank flushes");
   std::string signal_name = "KILL";
   cli.add_option("--kill-signal", signal_name, "KILL | SEGV | BUS (--kill-when compute)")
       ->check(CLI::IsMember({"KILL", "SEGV", "BUS"}));

@@ -10,6 +10,9 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <string_view>
 
 #include "util/hash.hpp"
 #include "util/io.hpp"
@@ -232,6 +235,33 @@ std::vector<std::uint64_t> flushed_everywhere(const std::vector<std::uint64_t>& 
   return out;
 }
 
+std::vector<std::uint64_t> flushed_everywhere(const std::vector<std::vector<std::uint64_t>>& per_rank) {
+  std::vector<std::uint64_t> out;
+  if (per_rank.empty()) return out;
+  for (const std::uint64_t candidate : per_rank.front()) {
+    bool everywhere = candidate > 0 && std::find(out.begin(), out.end(), candidate) == out.end();
+    for (std::size_t r = 1; everywhere && r < per_rank.size(); ++r)
+      everywhere = std::find(per_rank[r].begin(), per_rank[r].end(), candidate) != per_rank[r].end();
+    if (everywhere) out.push_back(candidate);
+  }
+  std::sort(out.rbegin(), out.rend());
+  return out;
+}
+
+namespace {
+// "<digits><suffix>" at `at` of `f`: the number, or nothing.
+std::optional<std::uint64_t> number_at(const std::string& f, std::size_t at, std::string_view suffix) {
+  if (f.size() <= at + suffix.size() || f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return std::nullopt;
+  const char* b = f.data() + at;
+  const char* e = f.data() + f.size() - suffix.size();
+  std::uint64_t n = 0;
+  const auto [end, err] = std::from_chars(b, e, n);
+  if (err != std::errc{} || end != e) return std::nullopt;
+  return n;
+}
+}  // namespace
+
 PfsFlusher::PfsFlusher(std::string dir, std::string name, int rank, int nranks)
     : dir_(std::move(dir)), name_(std::move(name)), rank_(rank), nranks_(nranks) {}
 
@@ -258,16 +288,55 @@ std::vector<std::uint64_t> PfsFlusher::versions() const {
   std::vector<std::uint64_t> v;
   const std::string prefix = name_ + ".n" + std::to_string(nranks_) + ".r" + std::to_string(rank_) + ".v";
   for (const auto& path : files(dir_, name_, rank_, nranks_)) {
-    const std::string f = fs::path(path).filename().string();
-    if (f.size() <= prefix.size() + 5 || f.compare(f.size() - 5, 5, ".ckpt") != 0) continue;  // .tmp: unfinished
-    const std::string num = f.substr(prefix.size(), f.size() - prefix.size() - 5);
-    std::uint64_t n = 0;
-    const auto [end, err] = std::from_chars(num.data(), num.data() + num.size(), n);
-    if (num.empty() || err != std::errc{} || end != num.data() + num.size()) continue;  // not a version number
-    v.push_back(n);
+    // .tmp: unfinished; a name no integer holds: not a version
+    if (const auto n = number_at(fs::path(path).filename().string(), prefix.size(), ".ckpt")) v.push_back(*n);
   }
   std::sort(v.rbegin(), v.rend());
   return v;
+}
+
+std::vector<std::uint64_t> PfsFlusher::complete_everywhere() const {
+  // <name>.n<N>.r<R>.v<V>.ckpt: the ranks that have V complete, per V.
+  const std::string prefix = name_ + ".n" + std::to_string(nranks_) + ".r";
+  std::map<std::uint64_t, std::vector<bool>> ranks_of;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind(prefix, 0) != 0) continue;
+    const auto dot = f.find(".v", prefix.size());
+    if (dot == std::string::npos) continue;
+    const auto r = number_at(f.substr(0, dot) + ".", prefix.size(), ".");
+    const auto v = number_at(f, dot + 2, ".ckpt");
+    if (!r || !v || *r >= static_cast<std::uint64_t>(nranks_)) continue;
+    auto& seen = ranks_of[*v];
+    seen.resize(static_cast<std::size_t>(nranks_), false);
+    seen[static_cast<std::size_t>(*r)] = true;
+  }
+  std::vector<std::uint64_t> out;
+  for (const auto& [v, seen] : ranks_of)
+    if (v > 0 && std::all_of(seen.begin(), seen.end(), [](bool b) { return b; })) out.push_back(v);
+  std::sort(out.rbegin(), out.rend());
+  return out;
+}
+
+void PfsFlusher::retire() const {
+  // See the retention rule in files.hpp. Safe under concurrent flushes and
+  // retirements of the other ranks: a rank deletes only versions below what
+  // it saw complete everywhere, and a version complete everywhere stays so
+  // (nobody deletes at or above such a version), so the newest version
+  // complete everywhere only moves forward and is never deleted.
+  const auto common = complete_everywhere();
+  if (common.empty()) return;
+  const std::uint64_t floor = common.size() > 1 ? common[1] : common[0];
+  std::error_code ec;
+  for (const std::uint64_t v : versions())
+    if (v < floor) fs::remove(file(v), ec);
+}
+
+void PfsFlusher::remove_newer_than(std::uint64_t version) const {
+  std::error_code ec;
+  for (const std::uint64_t v : versions())
+    if (v > version) fs::remove(file(v), ec);
 }
 
 Result<void> PfsFlusher::wait() {
@@ -312,10 +381,7 @@ void PfsFlusher::write(std::uint64_t version, const std::vector<std::byte>& payl
       },
       o);
   if (!result_.ok()) return;
-  // Keep the two newest complete versions.
-  const auto v = versions();
-  std::error_code ec;
-  for (std::size_t i = 2; i < v.size(); ++i) fs::remove(file(v[i]), ec);
+  retire();
 }
 
 Result<void> PfsFlusher::read(std::uint64_t version, std::vector<std::byte>& payload) const {

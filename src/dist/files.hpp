@@ -95,10 +95,24 @@ std::vector<std::uint64_t> block_hashes(const std::byte* payload, std::size_t by
 // The versions every rank flushed, newest first, from each rank's two newest
 // (0: none) side by side, as an all-gather of PfsFlusher::versions() gives them.
 std::vector<std::uint64_t> flushed_everywhere(const std::vector<std::uint64_t>& two_per_rank);
+// The same from each rank's list of every version it has complete.
+std::vector<std::uint64_t> flushed_everywhere(const std::vector<std::vector<std::uint64_t>>& per_rank);
 
 // The asynchronous flush of one rank's versions to the shared directory:
 // <pfs>/<name>.n<N>.r<rank>.v<V>.ckpt (header, payload), written to a
-// temporary name, fsynced and renamed; the two newest are kept.
+// temporary name, fsynced and renamed.
+//
+// Retention is coordinated through the directory: after its flush of V a
+// rank lists the directory once, finds the versions whose files every rank
+// of the job has complete (complete_everywhere), and deletes only its own
+// versions older than the second newest of them (all of them older than the
+// newest when there is only one; none when there is none). No rank ever
+// deletes a version at or above the newest one complete everywhere, so the
+// ranks' flushed sets always overlap in it, however far one rank lags (a
+// lagging rank makes the others keep more files, not fewer). The version
+// before it is kept too, so that a damaged file of the newest leaves restore
+// an older complete version to fall back to. In step, that is the two newest
+// versions per rank, as before; a third only while the others finish V.
 class PfsFlusher {
  public:
   PfsFlusher(std::string dir, std::string name, int rank, int nranks);
@@ -112,6 +126,15 @@ class PfsFlusher {
   Result<void> wait();
   // The versions this rank has complete in the directory, newest first.
   std::vector<std::uint64_t> versions() const;
+  // The versions every rank of the job has complete in the directory, newest
+  // first (one listing of the directory).
+  std::vector<std::uint64_t> complete_everywhere() const;
+  // Deletes this rank's versions the retention rule above no longer keeps
+  // (after each flush; exposed for tests).
+  void retire() const;
+  // Deletes this rank's versions newer than `version` (after a restore to
+  // it: they belong to a run that was rolled back).
+  void remove_newer_than(std::uint64_t version) const;
   // Reads and verifies version `version` into `payload` (its size; empty:
   // the size the file records, for payloads whose length varies). A file
   // that is no flushed version is Errc::foreign_file, one of another format

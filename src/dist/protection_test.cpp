@@ -120,7 +120,7 @@ TEST(SlotFile, AnotherJobsFileIsRefusedByName) {
 
 TEST(PfsFlusher, KeepsTheTwoNewestCompleteVersions) {
   TempDir dir;
-  PfsFlusher f(dir.path(), "job", 1, 3);
+  PfsFlusher f(dir.path(), "job", 0, 1);
   for (std::uint64_t v : {10, 20, 30}) {
     ASSERT_TRUE(f.start(v, pattern(kBytes + 5, static_cast<unsigned>(v))).ok());
     ASSERT_TRUE(f.wait().ok());
@@ -135,6 +135,46 @@ TEST(PfsFlusher, KeepsTheTwoNewestCompleteVersions) {
   // Another rank's files are not this rank's.
   PfsFlusher other(dir.path(), "job", 2, 3);
   EXPECT_TRUE(other.versions().empty());
+}
+
+// Retention is coordinated through the directory: rank 2 of 3 lags (it
+// completed version 10 only), so ranks 0 and 1 keep every version from 10 on
+// however many they flush after it; once rank 2 catches up, the versions
+// before the one preceding the newest common one go. (Each rank once kept its
+// own two newest: ranks 0 and 1 deleted 10 and no version was complete on
+// every rank.)
+TEST(PfsFlusher, ALaggingRankMakesTheOthersKeepTheNewestCommonVersion) {
+  TempDir dir;
+  PfsFlusher r0(dir.path(), "job", 0, 3), r1(dir.path(), "job", 1, 3), r2(dir.path(), "job", 2, 3);
+  auto flush = [](PfsFlusher& f, std::uint64_t v) {
+    ASSERT_TRUE(f.start(v, pattern(100, static_cast<unsigned>(v))).ok());
+    ASSERT_TRUE(f.wait().ok());
+  };
+  for (std::uint64_t v : {10, 20, 30, 40, 50}) {
+    flush(r0, v);
+    flush(r1, v);
+    if (v == 10) flush(r2, v);
+  }
+  EXPECT_EQ(r0.complete_everywhere(), std::vector<std::uint64_t>{10});
+  EXPECT_EQ(r0.versions(), (std::vector<std::uint64_t>{50, 40, 30, 20, 10}));
+  EXPECT_EQ(r1.versions(), (std::vector<std::uint64_t>{50, 40, 30, 20, 10}));
+  EXPECT_EQ(r2.versions(), std::vector<std::uint64_t>{10});
+  std::vector<std::byte> back(100);
+  for (auto* f : {&r0, &r1, &r2}) EXPECT_TRUE(f->read(10, back).ok());
+  // Rank 2 catches up with 40 and 50: 40 is the version before the newest
+  // common one, so every rank keeps 40 and 50 (rank 2 deletes 10 after its
+  // flush of 50, ranks 0 and 1 their older ones after their next flush).
+  flush(r2, 40);
+  EXPECT_EQ(r2.versions(), (std::vector<std::uint64_t>{40, 10}));
+  flush(r2, 50);
+  EXPECT_EQ(r0.complete_everywhere(), (std::vector<std::uint64_t>{50, 40}));
+  EXPECT_EQ(r2.versions(), (std::vector<std::uint64_t>{50, 40}));
+  flush(r0, 60);
+  EXPECT_EQ(r0.versions(), (std::vector<std::uint64_t>{60, 50, 40}));
+  // A version that is no longer complete on every rank (a file removed) is
+  // not counted, and an unfinished flush is no file of a version.
+  std::ofstream(r1.file(60) + ".tmp") << "partial";
+  EXPECT_EQ(r0.complete_everywhere(), (std::vector<std::uint64_t>{50, 40}));
 }
 
 TEST(PfsFlusher, DamagedTruncatedOrForeignFilesAreCorrupted) {
