@@ -80,9 +80,12 @@ set(env ${CMAKE_COMMAND} -E env CAIRN_POOL_DIR=${WORK}/pools)
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples -B ${WORK}/cmake-build -G Ninja -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_C_COMPILER=${CC} -DCMAKE_CXX_COMPILER=${CXX} "-DCMAKE_C_FLAGS=${FLAGS}" "-DCMAKE_CXX_FLAGS=${FLAGS}"
     "-DCMAKE_EXE_LINKER_FLAGS=${FLAGS}")
-run(${CMAKE_COMMAND} --build ${WORK}/cmake-build --target step2_resilient_loop step2_resilient_loop_c)
+run(${CMAKE_COMMAND} --build ${WORK}/cmake-build --target step2_resilient_loop step2_resilient_loop_c step7_octree
+    step7_octree_c)
 run(${env} ${WORK}/cmake-build/step2_resilient_loop)
 run(${env} ${WORK}/cmake-build/step2_resilient_loop_c)
+run(${env} ${WORK}/cmake-build/step7_octree)
+run(${env} ${WORK}/cmake-build/step7_octree_c)
 
 # 2. pkg-config: one C and one C++ program compiled by hand.
 set(ENV{PKG_CONFIG_PATH} ${libdir}/pkgconfig)
