@@ -405,6 +405,11 @@ void RestoreCheck::start(std::function<Result<void>()> check) {
   done_.store(false, std::memory_order_relaxed);
   lost_ = false;
   owner_ = ::getpid();
+  if (owner_ != created_) {
+    result_ = check();
+    done_.store(true, std::memory_order_release);
+    return;
+  }
   thread_ = std::make_unique<std::thread>([this, check = std::move(check)] {
     result_ = check();
     done_.store(true, std::memory_order_release);

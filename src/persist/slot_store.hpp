@@ -219,7 +219,11 @@ class RestoreCheck {
   RestoreCheck(const RestoreCheck&) = delete;
   RestoreCheck& operator=(const RestoreCheck&) = delete;
   ~RestoreCheck() { (void)wait(); }
-  // Waits for the previous check, then runs `check` on a new thread.
+  // Waits for the previous check, then runs `check` on a new thread; in a
+  // process forked from the one that made this RestoreCheck, at once on the
+  // calling thread (a child of a multi-threaded process starts no threads:
+  // a lock another thread held at the fork, in the allocator or a sanitizer's
+  // runtime, would stop them).
   void start(std::function<Result<void>()> check);
   // Waits for the check started last; its result stays until the next start
   // (every commit until the next restore is refused after a failed check).
@@ -231,9 +235,10 @@ class RestoreCheck {
 
  private:
   std::unique_ptr<std::thread> thread_;
-  pid_t owner_ = 0;                // the process that started the thread
-  std::atomic<bool> done_{false};  // result_ holds the check's result
-  bool lost_ = false;              // wait() found the check unfinished in a forked child
+  const pid_t created_ = ::getpid();  // the process that made this RestoreCheck
+  pid_t owner_ = 0;                   // the process that started the thread
+  std::atomic<bool> done_{false};     // result_ holds the check's result
+  bool lost_ = false;                 // wait() found the check unfinished in a forked child
   Result<void> result_;
 };
 

@@ -684,8 +684,14 @@ TEST_P(Conformance, ForkDuringTheRestoreCheckNeverHangsTheChild) {
   // storage from the fork on (the parent only reads).
   if (reg->crash != detail::CrashHarness::pool) GTEST_SKIP() << GetParam() << " checks no version in the background";
   constexpr std::size_t kB = 64u << 20;
+  // One thread: the child then starts none (its copies and checks run on the
+  // calling thread). A thread started in a child of a multi-threaded process
+  // can stop on a lock another thread held at the fork (AddressSanitizer's
+  // allocator does), which is no defect of the strategy under test.
+  Options o = options();
+  o.threads = 1;
   {
-    MAKE_OR_FAIL(ctx);
+    auto ctx = Context::create(o).value();
     auto* b = ctx->dual_region("b", kB).value();
     ASSERT_TRUE(ctx->open().ok());
     for (std::uint64_t v = 1; v <= 2; ++v) {
@@ -693,7 +699,7 @@ TEST_P(Conformance, ForkDuringTheRestoreCheckNeverHangsTheChild) {
       ASSERT_TRUE(ctx->commit().ok());
     }
   }
-  MAKE_OR_FAIL(ctx);
+  auto ctx = Context::create(o).value();
   auto* b = ctx->dual_region("b", kB).value();
   ASSERT_TRUE(ctx->open().ok());
   ASSERT_EQ(ctx->restore().value(), 2u);
