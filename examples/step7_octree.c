@@ -28,9 +28,10 @@
 
 enum { kMaxLevel = 7, kSteps = 40 };
 
-static double size_of(const cairn_octant* o) { return (double)(1u << (19 - o->level)) / (double)(1u << 19); }
+/* Edges and corners are in units of the finest octant: the root's edge is 2^CAIRN_OCTREE_MAX_LEVEL. */
+static double size_of(const cairn_octant* o) { return 1.0 / (double)(1u << o->level); }
 static double centre(uint32_t at, const cairn_octant* o) {
-  return (at + 0.5 * (double)(1u << (19 - o->level))) / (double)(1u << 19);
+  return at / (double)(1u << CAIRN_OCTREE_MAX_LEVEL) + 0.5 * size_of(o);
 }
 /* Signed distance of the octant's centre to the edge of the disc at `step`. */
 static double distance(const cairn_octant* o, long step) {

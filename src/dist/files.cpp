@@ -224,15 +224,10 @@ std::uint64_t payload_checksum(const std::vector<std::uint64_t>& block_hashes) {
 // ---- PfsFlusher ----
 
 std::vector<std::uint64_t> flushed_everywhere(const std::vector<std::uint64_t>& two_per_rank) {
-  std::vector<std::uint64_t> out;
-  for (const std::uint64_t candidate : two_per_rank) {
-    bool everywhere = candidate > 0 && std::find(out.begin(), out.end(), candidate) == out.end();
-    for (std::size_t r = 0; everywhere && r + 1 < two_per_rank.size(); r += 2)
-      everywhere = two_per_rank[r] == candidate || two_per_rank[r + 1] == candidate;
-    if (everywhere) out.push_back(candidate);
-  }
-  std::sort(out.rbegin(), out.rend());
-  return out;
+  std::vector<std::vector<std::uint64_t>> per_rank;
+  for (std::size_t r = 0; r + 1 < two_per_rank.size(); r += 2)
+    per_rank.push_back({two_per_rank[r], two_per_rank[r + 1]});
+  return flushed_everywhere(per_rank);
 }
 
 std::vector<std::uint64_t> flushed_everywhere(const std::vector<std::vector<std::uint64_t>>& per_rank) {

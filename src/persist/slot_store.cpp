@@ -404,8 +404,7 @@ void RestoreCheck::start(std::function<Result<void>()> check) {
   result_ = {};
   done_.store(false, std::memory_order_relaxed);
   lost_ = false;
-  owner_ = ::getpid();
-  if (owner_ != created_) {
+  if (::getpid() != created_) {
     result_ = check();
     done_.store(true, std::memory_order_release);
     return;
@@ -418,7 +417,7 @@ void RestoreCheck::start(std::function<Result<void>()> check) {
 
 Result<void> RestoreCheck::wait() {
   if (!thread_) return result_;
-  if (owner_ == ::getpid()) {
+  if (created_ == ::getpid()) {
     thread_->join();
     thread_.reset();
     return result_;

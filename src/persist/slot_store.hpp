@@ -230,13 +230,12 @@ class RestoreCheck {
   Result<void> wait();
   // This process was forked while the check ran: its result is unknown here.
   bool lost_to_fork() const {
-    return lost_ || (thread_ && owner_ != ::getpid() && !done_.load(std::memory_order_acquire));
+    return lost_ || (thread_ && created_ != ::getpid() && !done_.load(std::memory_order_acquire));
   }
 
  private:
   std::unique_ptr<std::thread> thread_;
-  const pid_t created_ = ::getpid();  // the process that made this RestoreCheck
-  pid_t owner_ = 0;                   // the process that started the thread
+  const pid_t created_ = ::getpid();  // the process that made this RestoreCheck (and starts its threads)
   std::atomic<bool> done_{false};     // result_ holds the check's result
   bool lost_ = false;                 // wait() found the check unfinished in a forked child
   Result<void> result_;

@@ -116,7 +116,12 @@ int selector_table(std::uint64_t word) {
   return s ? s->table : -1;
 }
 
-devices::FlushMode resolve_mode(devices::FlushMode requested, bool is_pmem, int fd) {
+bool on_tmpfs(int fd) {
+  struct statfs fs {};
+  return fd >= 0 && fstatfs(fd, &fs) == 0 && static_cast<long>(fs.f_type) == kTmpfsMagic;
+}
+
+devices::FlushMode resolve_mode(devices::FlushMode requested, bool is_pmem, bool tmpfs) {
   if (requested == devices::FlushMode::automatic) {
     if (const char* env = std::getenv("CAIRN_FLUSH")) {
       auto m = devices::parse_flush_mode(env);
@@ -124,9 +129,7 @@ devices::FlushMode resolve_mode(devices::FlushMode requested, bool is_pmem, int 
     }
   }
   if (requested != devices::FlushMode::automatic) return requested;
-  if (is_pmem) return devices::FlushMode::cpu;
-  struct statfs fs {};
-  if (fstatfs(fd, &fs) == 0 && static_cast<long>(fs.f_type) == kTmpfsMagic) return devices::FlushMode::cpu;
+  if (is_pmem || tmpfs) return devices::FlushMode::cpu;
   return devices::FlushMode::pagecache;
 }
 
@@ -310,14 +313,14 @@ Result<std::unique_ptr<Pool>> Pool::map_and_bind(const std::string& path, std::s
   // Kept open with the mapping: the pagecache device writes back through it.
   pool->fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (pool->fd_ < 0) pool->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  pool->mode_ = resolve_mode(mode, pool->is_pmem_, pool->fd_);
+  pool->tmpfs_ = on_tmpfs(pool->fd_);
+  pool->mode_ = resolve_mode(mode, pool->is_pmem_, pool->tmpfs_);
   // On tmpfs, ask for huge pages: a tmpfs mounted with huge=advise then backs
   // the pool with 2 MiB pages (huge=within_size or huge=always do without
   // the advice), and populating a stream's extent in a fresh process maps
   // one entry per 2 MiB instead of 512 (libpmem aligns the mapping to 2 MiB).
   // Elsewhere, and where the kernel has no THP, the advice does nothing.
-  if (struct statfs fs{}; pool->fd_ >= 0 && fstatfs(pool->fd_, &fs) == 0 && static_cast<long>(fs.f_type) == kTmpfsMagic)
-    (void)::madvise(addr, mapped, MADV_HUGEPAGE);
+  if (pool->tmpfs_) (void)::madvise(addr, mapped, MADV_HUGEPAGE);
   if (!device) {
     auto d = devices::make_device("");
     if (!d.ok()) return std::move(d).error();
@@ -742,9 +745,7 @@ std::size_t Pool::prefault(const void* addr, std::size_t len) const {
   // write-populated, and no fault afterwards when the page is written. A
   // DAX mapping (MAP_SYNC) must take its write faults: there it stays
   // MADV_POPULATE_WRITE.
-  struct statfs fs {};
-  const bool shmem = fd_ >= 0 && ::fstatfs(fd_, &fs) == 0 && static_cast<long>(fs.f_type) == kTmpfsMagic;
-  if (::madvise(reinterpret_cast<void*>(b), e - b, shmem ? MADV_POPULATE_READ : MADV_POPULATE_WRITE) == 0)
+  if (::madvise(reinterpret_cast<void*>(b), e - b, tmpfs_ ? MADV_POPULATE_READ : MADV_POPULATE_WRITE) == 0)
     return (e - b) / page;
   if (errno != EINVAL) return 0;  // EFAULT/ENOMEM/EHWPOISON: leave it to the faults
   // Before Linux 5.14: a read maps the page (its first write then costs only

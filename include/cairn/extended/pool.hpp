@@ -371,6 +371,7 @@ class Pool {
   int fd_ = -1;                 // the pool's file, open while it is mapped (-1 for open_image)
   std::uint64_t reserved_ = 0;  // bytes of the file reserved from its start (size_ unless reserve_as_used)
   bool is_pmem_ = false;
+  bool tmpfs_ = false;  // the file is on tmpfs (shmem), found once when it is mapped
   devices::FlushMode mode_ = devices::FlushMode::cpu;
   std::unique_ptr<devices::Device> device_;
   devices::Ops ops_{};
