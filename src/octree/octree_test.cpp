@@ -314,6 +314,15 @@ void stamp(const Octant& o, std::byte* d) {
   std::memcpy(d, &v, 8);
 }
 
+// Stamps every payload, per leaf (update_leaves) or through the bulk writer.
+Result<void> stamp_all(Octree& t, bool bulk) {
+  if (bulk) return write_all(t, stamp);
+  return t.update_leaves([](const Octant& q, std::byte* d) {
+    stamp(q, d);
+    return true;
+  });
+}
+
 // A tree whose working version mixes every kind of block: shared pool
 // blocks of the committed version, private pool blocks, C0 blocks with and
 // without twins (budget 0: pool blocks only).
@@ -396,14 +405,7 @@ TEST(Octree, BulkWriterGivesWhatPerLeafUpdatesGiveThroughPersistAndRestore) {
         ASSERT_TRUE(t.persist().ok());  // every block shared with the committed version
         const Stats before = t.stats().value();
         ASSERT_GT(before.shared_bytes, 0u);
-        if (i == 0) {
-          ASSERT_TRUE(t.update_leaves([](const Octant& q, std::byte* d) {
-                         stamp(q, d);
-                         return true;
-                       }).ok());
-        } else {
-          ASSERT_TRUE(write_all(t, stamp).ok());
-        }
+        ASSERT_TRUE(stamp_all(t, i == 1).ok());
         const Stats after = t.stats().value();
         EXPECT_EQ(after.blocks, before.blocks);
         EXPECT_EQ(after.leaves, before.leaves);
@@ -448,14 +450,7 @@ TEST(Octree, BulkWriterMergesC0BetweenBatchesAndComputesTheSameTree) {
             .ok());
     ASSERT_TRUE(t.persist().ok());
     const std::uint64_t m0 = t.stats().value().merges;
-    if (i == 0) {
-      ASSERT_TRUE(t.update_leaves([](const Octant& q, std::byte* d) {
-                     stamp(q, d);
-                     return true;
-                   }).ok());
-    } else {
-      ASSERT_TRUE(write_all(t, stamp).ok());
-    }
+    ASSERT_TRUE(stamp_all(t, i == 1).ok());
     const Stats st = t.stats().value();
     merges[i] = st.merges - m0;
     EXPECT_LE(st.dram_bytes, o.dram_budget + 64 * st.block_bytes);
