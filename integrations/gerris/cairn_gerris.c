@@ -63,7 +63,7 @@
  * Refused with a message (never a silently different simulation): a pool of
  * another case (a hash of the simulation as written at step 0, modules
  * aside), of another dimension, with another variable list or cell layout,
- * and simulations of more than one GfsBox (MPI or several boxes).
+ * or written for another domain (the box graph, in the header), and parallel runs.
  *
  * Testing hooks: CAIRN_GERRIS_KILL_AT=N raises SIGKILL at step N just before
  * that step's persist, once the persist before it is durable;
@@ -83,7 +83,7 @@
 #include "cairn/cairn.h"
 
 #define CP_MAGIC "CAIRNGFS"
-#define CP_FORMAT 2u
+#define CP_FORMAT 3u
 #define CP_MODE_STREAM 0u
 #define CP_MODE_OCTREE 1u
 /* Doubles of a GfsSolidVector without its `merged` pointer: s[], a, fv, cm, ca, v. */
@@ -135,6 +135,10 @@ typedef struct {
   gint resume_option;
 
   gboolean started;    /* the first call (setup or restore) happened */
+  GPtrArray* boxes;    /* this process's boxes, by id (sorted_boxes) */
+  guint forest_levels; /* routing levels above the boxes in the PM-octree (the boxes) */
+  gchar* graph;        /* box_graph: the domain, recorded in the header */
+  int rank, ranks;     /* this process and the processes of the run (0 and 1 when serial) */
   GPtrArray* events;   /* the simulation's events at the first call: their identity by position */
   guint64 signature;   /* hash of the case at step 0 */
   cairn_octree* tree;  /* octree mode */
@@ -181,28 +185,62 @@ static gchar* stream_uri(const CairnPersist* p, const char* what) {
 
 static gchar* octree_path(const CairnPersist* p) { return g_strdup_printf("%s/%s.octree", p->dir, p->name); }
 
-/* ---- the single box ---- */
+/* ---- the boxes ---- */
 
-static gint count_box(gpointer box, gpointer data) {
-  GfsBox** b = data;
-  if (b[0] == NULL)
-    b[0] = box;
-  else
-    b[1] = box;
+/* A simulation's boxes are persisted as one forest: a single PM-octree whose
+ * top `forest_levels` levels only route to the boxes (box slot k, the k-th box
+ * by id, lies at the octant whose child indices from the root are k's digits
+ * in base FTT_CELLS; the slots past the last box are empty leaves), so that
+ * one PM-octree version, committed once, holds every box of a step: with one
+ * PM-octree per box a crash between two of their commits would leave boxes of
+ * different steps, and no single version to go back to. One box: no routing
+ * level, the box's root is the PM-octree's root. */
+
+static gint add_box(gpointer box, gpointer data) {
+  g_ptr_array_add(data, box);
   return 0;
 }
 
-static GfsBox* single_box(CairnPersist* p, GfsSimulation* sim) {
-  GfsBox* b[2] = {NULL, NULL};
-  gts_container_foreach(GTS_CONTAINER(sim), count_box, b);
-  if (b[0] == NULL || b[1] != NULL || GFS_DOMAIN(sim)->pid >= 0)
-    cp_fail(p, "only a serial simulation of a single GfsBox is supported (this one has %u boxes%s)",
-            gts_container_size(GTS_CONTAINER(sim)), GFS_DOMAIN(sim)->pid >= 0 ? ", in parallel" : "");
-  return b[0];
+static gint box_order(gconstpointer a, gconstpointer b) {
+  const GfsBox* x = *(GfsBox* const*)a;
+  const GfsBox* y = *(GfsBox* const*)b;
+  return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static FttCell* single_root(CairnPersist* p, GfsSimulation* sim) { return single_box(p, sim)->root; }
+/* The boxes of a simulation (those of this process in a parallel run), by id:
+ * Gerris keeps them in a hash container, whose order is not the same in every
+ * run. */
+static GPtrArray* sorted_boxes(GfsSimulation* sim) {
+  GPtrArray* boxes = g_ptr_array_new();
+  gts_container_foreach(GTS_CONTAINER(sim), add_box, boxes);
+  g_ptr_array_sort(boxes, box_order);
+  return boxes;
+}
 
+static GfsBox* box_at(const CairnPersist* p, guint k) { return g_ptr_array_index(p->boxes, k); }
+
+/* The domain as a text that any change of the box graph changes: every box
+ * (id, the process it runs on) with, in each direction, the box it touches
+ * or the kind of boundary it has there, and the number of processes. */
+static gchar* box_graph(GPtrArray* boxes, int ranks) {
+  GString* s = g_string_new("");
+  g_string_append_printf(s, "ranks %d;", ranks);
+  for (guint k = 0; k < boxes->len; k++) {
+    GfsBox* b = g_ptr_array_index(boxes, k);
+    g_string_append_printf(s, " box %u pid %d [", b->id, b->pid);
+    for (int d = 0; d < FTT_NEIGHBORS; d++) {
+      GtsObject* n = b->neighbor[d];
+      if (n == NULL)
+        g_string_append(s, d ? " -" : "-");
+      else if (GFS_IS_BOX(n))
+        g_string_append_printf(s, d ? " %u" : "%u", GFS_BOX(n)->id);
+      else
+        g_string_append_printf(s, d ? " %s" : "%s", n->klass->info.name);
+    }
+    g_string_append(s, "]");
+  }
+  return g_string_free(s, FALSE);
+}
 /* ---- the header: case identity, variables, time, event states ---- */
 
 typedef struct {
@@ -212,11 +250,12 @@ typedef struct {
 
 typedef struct {
   char magic[8];
-  guint32 format, dims, mode, state_doubles, solid_doubles, reserved;
+  guint32 format, dims, mode, state_doubles, solid_doubles, nboxes;
   guint64 signature, octree_version;
   GfsTime time;
   gdouble dt, tnext;
   GfsAdaptStats adapts_stats;
+  guint32 rank, ranks; /* the process that wrote it and the processes of its run */
   guint32 nvars, nevents;
 } Header;
 
@@ -268,6 +307,9 @@ static void write_header(CairnPersist* p, GfsSimulation* sim, FILE* f, guint64 o
   h.mode = p->mode;
   h.state_doubles = p->state_doubles;
   h.solid_doubles = p->solid_doubles;
+  h.nboxes = p->boxes->len;
+  h.rank = (guint32)p->rank;
+  h.ranks = (guint32)p->ranks;
   h.signature = p->signature;
   h.octree_version = octree_version;
   h.time = sim->time;
@@ -282,6 +324,9 @@ static void write_header(CairnPersist* p, GfsSimulation* sim, FILE* f, guint64 o
   fwrite(&len, sizeof len, 1, f);
   fwrite(names, 1, len, f);
   g_free(names);
+  len = strlen(p->graph);
+  fwrite(&len, sizeof len, 1, f);
+  fwrite(p->graph, 1, len, f);
   for (GSList* i = sim->events->items; i; i = i->next) {
     GfsEvent* e = i->data;
     int index = event_index(p, e);
@@ -337,6 +382,24 @@ static EventState* read_header(CairnPersist* p, GfsSimulation* sim, FILE* f, Hea
   gchar* names = g_malloc0(len + 1);
   if (fread(names, 1, len, f) != len)
     cp_fail(p, "truncated header (variable names); remove %s/%s.* to start afresh", p->dir, p->name);
+  if (fread(&len, sizeof len, 1, f) != 1 || len > (1u << 24))
+    cp_fail(p, "truncated or damaged header (box graph); remove %s/%s.* to start afresh", p->dir, p->name);
+  gchar* graph = g_malloc0(len + 1);
+  if (fread(graph, 1, len, f) != len)
+    cp_fail(p, "truncated header (box graph); remove %s/%s.* to start afresh", p->dir, p->name);
+  if (h->ranks != (guint32)p->ranks)
+    cp_fail(p,
+            "the pool was written by a run on %u process%s, this one runs on %d: resume on %u, or remove "
+            "%s/%s.* to start afresh",
+            h->ranks, h->ranks == 1 ? "" : "es", p->ranks, h->ranks, p->dir, p->name);
+  if (h->rank != (guint32)p->rank)
+    cp_fail(p, "the pool was written by process %u, this is process %d", h->rank, p->rank);
+  if (strcmp(graph, p->graph) != 0)
+    cp_fail(p,
+            "the pool was written for another domain or decomposition: %u box%s (%s); this simulation has %u "
+            "(%s); remove %s/%s.* to start afresh",
+            h->nboxes, h->nboxes == 1 ? "" : "es", graph, p->boxes->len, p->graph, p->dir, p->name);
+  g_free(graph);
   gchar* ours = variable_names(GFS_DOMAIN(sim));
   if (strcmp(names, ours) != 0 || h->nvars != g_slist_length(GFS_DOMAIN(sim)->variables) ||
       h->state_doubles != p->state_doubles || h->solid_doubles != p->solid_doubles)
@@ -595,11 +658,13 @@ static void refine_to(CairnPersist* p, GfsDomain* domain, FttCell* cell, const N
 /* No boundary condition and no restriction afterwards: the caller then
  * writes every cell, interior and ghost cells included, exactly as persisted
  * (a bc would rewrite face values of leaves next to a boundary). */
-static void rebuild(CairnPersist* p, GfsSimulation* sim, const Node* root, CopyFn copy, gpointer data) {
+/* roots[k]: the tree of box k (p->boxes). Every box is coarsened before any
+ * is refined: refining a cell next to another box refines that box's cells
+ * too (2:1 across box boundaries), which its own coarsening must not undo. */
+static void rebuild(CairnPersist* p, GfsSimulation* sim, Node* const* roots, CopyFn copy, gpointer data) {
   GfsDomain* domain = GFS_DOMAIN(sim);
-  FttCell* cell = single_root(p, sim);
-  coarsen_to(domain, cell, root);
-  refine_to(p, domain, cell, root, copy, data);
+  for (guint k = 0; k < p->boxes->len; k++) coarsen_to(domain, box_at(p, k)->root, roots[k]);
+  for (guint k = 0; k < p->boxes->len; k++) refine_to(p, domain, box_at(p, k)->root, roots[k], copy, data);
   /* what gfs_domain_reshape does after an adaptation, without its grading
    * (the rebuilt tree is graded as it was) */
   gfs_domain_match(domain);
@@ -708,6 +773,28 @@ static void snap_cell(Snap* s, const FttCell* cell, guint32 at) {
   for (int c = 0; c < FTT_CELLS; c++) snap_cell(s, &cell->children->cell[c], first + c);
 }
 
+/* Node `at`, `levels` above the boxes, routing to box slots slot * FTT_CELLS^levels
+ * and on (see "the boxes"): an empty slot is a leaf of kind CP_LEAF_DESTROYED. */
+static void snap_forest(Snap* s, guint levels, guint32 at, guint slot) {
+  CairnPersist* p = s->p;
+  if (levels == 0) {
+    if (slot < p->boxes->len) {
+      snap_cell(s, box_at(p, slot)->root, at);
+    } else {
+      SnapNode* n = (SnapNode*)p->nodes.data + at;
+      n->first = -1;
+      n->leaf = s->leaves;
+      append_payload(p, NULL, &p->leaves, &s->leaves);
+    }
+    return;
+  }
+  const guint32 first = s->nodes;
+  s->nodes += FTT_CELLS;
+  buffer_at(&p->nodes, (size_t)first * sizeof(SnapNode), FTT_CELLS * sizeof(SnapNode));
+  ((SnapNode*)p->nodes.data + at)->first = (gint32)first;
+  for (int c = 0; c < FTT_CELLS; c++) snap_forest(s, levels - 1, first + c, slot * FTT_CELLS + c);
+}
+
 static void snap_ghost(FttCell* cell, gpointer data) {
   Snap* s = data;
   append_payload(s->p, cell, &s->p->cells, &s->cells);
@@ -720,7 +807,7 @@ static void persist_stage(CairnPersist* p, GfsSimulation* sim, Staged* st) {
   const double t0 = now_seconds();
   Snap snap = {p, 1, 0, 0};
   buffer_at(&p->nodes, 0, sizeof(SnapNode));
-  snap_cell(&snap, single_root(p, sim), 0);
+  snap_forest(&snap, p->forest_levels, 0, 0);
   ghost_cells(p, sim, snap_ghost, &snap);
   const double t1 = now_seconds();
   p->gather_s += t1 - t0;
@@ -882,11 +969,23 @@ static void restore_octree(CairnPersist* p, GfsSimulation* sim) {
     cp_fail(p, "%s belongs to version %llu, the PM-octree is at %llu", uri, (unsigned long long)h.octree_version,
             (unsigned long long)version);
   g_free(uri);
-  g_free(path);
 
   Collect c = {p, g_new0(Node, 1)};
   octree_check(p, cairn_octree_visit_leaves(p->tree, collect_leaf, &c), "cairn_octree_visit_leaves");
-  rebuild(p, sim, c.root, copy_payload, NULL);
+  /* box slot k: its digits in base FTT_CELLS route from the root (see "the boxes") */
+  Node** roots = g_new0(Node*, p->boxes->len);
+  for (guint k = 0; k < p->boxes->len; k++) {
+    Node* n = c.root;
+    for (guint l = p->forest_levels; l > 0 && n; l--) {
+      guint digit = k;
+      for (guint j = 1; j < l; j++) digit /= FTT_CELLS;
+      n = n->child[digit % FTT_CELLS];
+    }
+    if (n == NULL || n->destroyed) cp_fail(p, "%s holds no tree for box %u", path, box_at(p, k)->id);
+    roots[k] = n;
+  }
+  rebuild(p, sim, roots, copy_payload, NULL);
+  g_free(roots);
   node_free(c.root);
   guint64 rebuilt = 0;
   extra_cells(p, sim, count_cell, &rebuilt);
@@ -896,6 +995,7 @@ static void restore_octree(CairnPersist* p, GfsSimulation* sim) {
   CellIO gio = {p, NULL, ghost_data};
   extra_cells(p, sim, read_cell, &gio);
   g_free(ghost_data);
+  g_free(path);
   apply_header(p, sim, &h, s);
   g_free(s);
 }
@@ -910,8 +1010,9 @@ static void restore_octree(CairnPersist* p, GfsSimulation* sim) {
 static guint64 octree_pool_size(CairnPersist* p, GfsSimulation* sim) {
   const char* size = getenv("CAIRN_GERRIS_POOL_SIZE");
   if (size) return g_ascii_strtoull(size, NULL, 10);
+  (void)sim;
   guint64 cells = 0;
-  preorder(single_root(p, sim), count_cell, &cells);
+  for (guint k = 0; k < p->boxes->len; k++) preorder(box_at(p, k)->root, count_cell, &cells);
   const guint64 version = cells * (p->payload_size + 8) * 5 / 4;
   return MAX(16 * version, (guint64)64 << 20);
 }
@@ -947,10 +1048,13 @@ static void preorder(FttCell* cell, void (*fn)(FttCell*, gpointer), gpointer dat
  * boundary conditions applied at a restore would not reproduce (measured:
  * another time step one step after a restore of the solid3D case). */
 static void ghost_cells(CairnPersist* p, GfsSimulation* sim, void (*fn)(FttCell*, gpointer), gpointer data) {
-  GfsBox* box = single_box(p, sim);
-  for (int d = 0; d < FTT_NEIGHBORS; d++)
-    if (box->neighbor[d] && GFS_IS_BOUNDARY(box->neighbor[d]) && GFS_BOUNDARY(box->neighbor[d])->root)
-      preorder(GFS_BOUNDARY(box->neighbor[d])->root, fn, data);
+  (void)sim;
+  for (guint k = 0; k < p->boxes->len; k++) {
+    GfsBox* box = box_at(p, k);
+    for (int d = 0; d < FTT_NEIGHBORS; d++)
+      if (box->neighbor[d] && GFS_IS_BOUNDARY(box->neighbor[d]) && GFS_BOUNDARY(box->neighbor[d])->root)
+        preorder(GFS_BOUNDARY(box->neighbor[d])->root, fn, data);
+  }
 }
 
 static void interior_preorder(FttCell* cell, void (*fn)(FttCell*, gpointer), gpointer data) {
@@ -959,16 +1063,17 @@ static void interior_preorder(FttCell* cell, void (*fn)(FttCell*, gpointer), gpo
   for (int c = 0; c < FTT_CELLS; c++) interior_preorder(&cell->children->cell[c], fn, data);
 }
 
-/* The cells of the box that have children, then the ghost cells: what the
- * octree mode keeps beside the PM-octree's leaves, in the header stream. */
+/* The cells of each box that have children, box after box, then the ghost
+ * cells: what the octree mode keeps beside the PM-octree's leaves, in the
+ * header stream. */
 static void extra_cells(CairnPersist* p, GfsSimulation* sim, void (*fn)(FttCell*, gpointer), gpointer data) {
-  interior_preorder(single_root(p, sim), fn, data);
+  for (guint k = 0; k < p->boxes->len; k++) interior_preorder(box_at(p, k)->root, fn, data);
   ghost_cells(p, sim, fn, data);
 }
 
-/* Every cell of the box, then the ghost cells. */
+/* Every cell of each box, box after box, then the ghost cells. */
 static void all_cells(CairnPersist* p, GfsSimulation* sim, void (*fn)(FttCell*, gpointer), gpointer data) {
-  preorder(single_root(p, sim), fn, data);
+  for (guint k = 0; k < p->boxes->len; k++) preorder(box_at(p, k)->root, fn, data);
   ghost_cells(p, sim, fn, data);
 }
 
@@ -1068,7 +1173,6 @@ static void restore_stream(CairnPersist* p, GfsSimulation* sim) {
   if (snap == NULL) cp_fail(p, "%s: line %d: %s", uri, fp->line, fp->error);
   gts_file_destroy(fp);
   fclose(f);
-  g_free(uri);
 
   VarMap m = {NULL, NULL};
   for (GSList* i = GFS_DOMAIN(snap)->variables; i; i = i->next) {
@@ -1079,9 +1183,21 @@ static void restore_stream(CairnPersist* p, GfsSimulation* sim) {
       m.to = g_slist_append(m.to, w);
     }
   }
-  Node* root = node_from_cell(single_root(p, snap));
-  rebuild(p, sim, root, copy_values, &m);
-  node_free(root);
+  /* the boxes read back, matched to ours by id */
+  GPtrArray* theirs = sorted_boxes(snap);
+  if (theirs->len != p->boxes->len)
+    cp_fail(p, "%s holds %u boxes, this simulation has %u", uri, theirs->len, p->boxes->len);
+  Node** roots = g_new0(Node*, p->boxes->len);
+  for (guint k = 0; k < p->boxes->len; k++) {
+    GfsBox* b = g_ptr_array_index(theirs, k);
+    if (b->id != box_at(p, k)->id)
+      cp_fail(p, "%s holds box %u where this simulation has box %u", uri, b->id, box_at(p, k)->id);
+    roots[k] = node_from_cell(b->root);
+  }
+  rebuild(p, sim, roots, copy_values, &m);
+  for (guint k = 0; k < p->boxes->len; k++) node_free(roots[k]);
+  g_free(roots);
+  g_ptr_array_free(theirs, TRUE);
   guint64 rebuilt = 0;
   all_cells(p, sim, count_cell, &rebuilt);
   if (rebuilt != cells)
@@ -1089,6 +1205,7 @@ static void restore_stream(CairnPersist* p, GfsSimulation* sim) {
   CellIO io = {p, NULL, supplement};
   all_cells(p, sim, read_cell, &io);
   g_free(supplement);
+  g_free(uri);
   g_slist_free(m.from);
   g_slist_free(m.to);
   gts_object_destroy(GTS_OBJECT(snap));
@@ -1105,7 +1222,14 @@ static gboolean resume_requested(const CairnPersist* p) {
 
 static void start(CairnPersist* p, GfsSimulation* sim) {
   GfsDomain* domain = GFS_DOMAIN(sim);
-  single_root(p, sim);
+  if (domain->pid >= 0) cp_fail(p, "a parallel run is not supported yet");
+  p->rank = 0;
+  p->ranks = 1;
+  p->boxes = sorted_boxes(sim);
+  if (p->boxes->len == 0) cp_fail(p, "the simulation has no box");
+  p->forest_levels = 0;
+  for (guint64 slots = 1; slots < p->boxes->len; slots *= FTT_CELLS) p->forest_levels++;
+  p->graph = box_graph(p->boxes, p->ranks);
   p->started = TRUE;
   p->events = g_ptr_array_new();
   for (GSList* i = sim->events->items; i; i = i->next) g_ptr_array_add(p->events, i->data);
@@ -1230,6 +1354,8 @@ static void cairn_persist_destroy(GtsObject* o) {
             1e3 * p->write_s / p->persists);
   if (p->tree) cairn_octree_close(&p->tree);
   if (p->events) g_ptr_array_free(p->events, TRUE);
+  if (p->boxes) g_ptr_array_free(p->boxes, TRUE);
+  g_free(p->graph);
   g_free(p->nodes.data);
   g_free(p->leaves.data);
   g_free(p->cells.data);

@@ -163,13 +163,15 @@ EVENT_STATE_BYTES = 72  # EventState in cairn_gerris.c: 4 doubles, 10 32-bit int
 def header_layout(data):
     """Offsets in a header stream: (nevents, the cell count after the event states). The Header struct
     ends with nvars and nevents (32-bit) and is followed by the length of the variable names and the
-    names ("P,Pmac,U,..."): found as the first 8-aligned length followed by that many printable bytes."""
+    names ("P,Pmac,U,..."): found as the first 8-aligned length followed by that many printable bytes;
+    then the box graph's length and text."""
     for off in range(16, min(len(data) - 4, 4096), 8):
         n = int.from_bytes(data[off:off + 4], "little")
         names = data[off + 4:off + 4 + n]
         if 0 < n < 4096 and len(names) == n and b"," in names and all(32 <= c < 127 for c in names):
             nevents = int.from_bytes(data[off - 4:off], "little")
-            return off - 4, off + 4 + n + nevents * EVENT_STATE_BYTES
+            graph = int.from_bytes(data[off + 4 + n:off + 8 + n], "little")  # the box graph's text follows
+            return off - 4, off + 8 + n + graph + nevents * EVENT_STATE_BYTES
     fail("no CairnPersist header found in the stream (%d bytes)" % len(data))
 
 
@@ -220,6 +222,7 @@ def check_bad_input(args):
     other = text.replace("cmax = 1e-3", "cmax = 2e-3")  # the same variables, another case
     text3d = read(os.path.join(HERE, "cases", "shear3D.gfs"))
     more_vars = text.replace("  VariableTracer T\n", "  VariableTracer T\n  VariableTracer Dye\n")
+    boxes = read(os.path.join(HERE, "cases", "shear4boxes2D.gfs"))
     for mode in ("stream", "octree"):
         pools = os.path.join(root, "pools-" + mode)
         expect_refusal(args.gerris, os.path.join(root, mode, "none"), prepare(text, args.module, pools, mode, "x"),
@@ -231,6 +234,9 @@ def check_bad_input(args):
                        prepare(more_vars, args.module, pools, mode, "x"), "variable list changed")
         expect_refusal(args.gerris3d, os.path.join(root, mode, "dims"),
                        prepare(text3d, args.module3d, pools, mode, "x"), "2D simulation")
+        # a pool of the same flow on another domain (four boxes): refused naming both box graphs
+        expect_refusal(args.gerris, os.path.join(root, mode, "boxes"), prepare(boxes, args.module, pools, mode, "x"),
+                       "another domain or decomposition: 1 box")
         # and the pool still resumes its own case afterwards
         run(args.gerris, os.path.join(root, mode, "written"), prepare(text, args.module, pools, mode, "x"),
             {"CAIRN_GERRIS_RESUME": "1"})
