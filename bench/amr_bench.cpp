@@ -244,34 +244,39 @@ void print_amr_report(const AmrBenchReport& rep, std::ostream& out) {
 }
 
 Result<void> write_amr_json(const AmrBenchReport& rep, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) return make_error(Errc::io_error, path + ": cannot write the JSON report");
   const auto& o = rep.options;
-  f << "{\"machine\": " << json_str(rep.machine) << ", \"profile\": " << json_str(o.profile) << ", \"size\": " << o.size
-    << ", \"steps\": " << o.steps << ", \"crash_at\": " << o.crash_at << ", \"repeats\": " << o.repeats
-    << ", \"tree_bytes\": " << rep.tree_bytes << ", \"checksums_equal\": " << (rep.checksums_equal ? "true" : "false")
-    << ", \"versions\": [";
-  for (std::size_t i = 0; i < rep.versions.size(); ++i) {
-    const auto& v = rep.versions[i];
-    f << (i ? ", " : "") << "{\"step\": " << v.step << ", \"octants\": " << v.octants
-      << ", \"overlap\": " << json_num(v.overlap) << ", \"both_bytes\": " << v.both_bytes
-      << ", \"single_bytes\": " << v.single_bytes << "}";
-  }
-  const auto rows = [&](const char* name, const std::vector<AmrRun>& rs) {
-    f << "], \"" << name << "\": [";
-    for (std::size_t i = 0; i < rs.size(); ++i) {
-      const auto& r = rs[i];
-      f << (i ? ", " : "") << "{\"label\": " << json_str(r.label) << ", \"size\": " << r.size
-        << ", \"median_s\": " << json_num(r.median_s) << ", \"nvm_store_bytes\": " << r.nvm_store_bytes
-        << ", \"leaves\": " << r.leaves << "}";
-    }
+  Json versions = Json::array();
+  for (const auto& v : rep.versions)
+    versions.push_back({{"step", v.step},
+                        {"octants", v.octants},
+                        {"overlap", v.overlap},
+                        {"both_bytes", v.both_bytes},
+                        {"single_bytes", v.single_bytes}});
+  // seconds: every repetition behind median_s, in the order they ran.
+  const auto rows = [](const std::vector<AmrRun>& rs) {
+    Json out = Json::array();
+    for (const auto& r : rs)
+      out.push_back({{"label", r.label},
+                     {"size", r.size},
+                     {"median_s", r.median_s},
+                     {"nvm_store_bytes", r.nvm_store_bytes},
+                     {"leaves", r.leaves},
+                     {"seconds", r.seconds}});
+    return out;
   };
-  rows("c0", rep.c0);
-  rows("transform", rep.transform);
-  rows("restart", rep.restart);
-  f << "]}\n";
-  if (!f) return make_error(Errc::io_error, path + ": write failed");
-  return {};
+  const Json doc = {{"machine", rep.machine},
+                    {"profile", o.profile},
+                    {"size", o.size},
+                    {"steps", o.steps},
+                    {"crash_at", o.crash_at},
+                    {"repeats", o.repeats},
+                    {"tree_bytes", rep.tree_bytes},
+                    {"checksums_equal", rep.checksums_equal},
+                    {"versions", versions},
+                    {"c0", rows(rep.c0)},
+                    {"transform", rows(rep.transform)},
+                    {"restart", rows(rep.restart)}};
+  return write_json_file(doc, path);
 }
 
 }  // namespace cairn::bench

@@ -265,29 +265,32 @@ Result<std::vector<MatrixRow>> run_matrix(const MatrixSpec& spec, std::ostream* 
   return rows;
 }
 
-std::string matrix_rows_json(const std::vector<MatrixRow>& rows, const std::string& indent) {
-  using ::cairn::bench::json_list;
-  using ::cairn::bench::json_num;
-  using ::cairn::bench::json_str;
-  std::string o;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto& r = rows[i];
-    std::string samples = "[";
-    for (std::size_t k = 0; k < r.samples.size(); ++k) samples += (k ? ", " : "") + json_num(r.samples[k] * 1e3);
-    o += indent + "{\"profile\": " + json_str(r.profile) + ", \"threads\": " + std::to_string(r.threads) +
-         ", \"app\": " + json_str(r.app) + ", \"size\": " + json_str(r.size) +
-         ", \"iterations\": " + std::to_string(r.iterations) + ", \"variant\": " + json_str(r.variant) +
-         ", \"label\": " + json_str(r.label) + ", \"baseline\": " + (r.is_baseline ? "true" : "false") +
-         ", \"time_per_iteration_ms\": " + json_num(r.per_iteration_s * 1e3) +
-         ", \"commit_per_iteration_ms\": " + json_num(r.commit_per_iteration_s * 1e3) +
-         ", \"vs_baseline\": " + json_num(r.vs_baseline) + ", \"overhead_pct\": " + json_num(r.overhead_pct) +
-         ", \"nvm_bytes_per_iteration\": " + json_num(r.nvm_bytes_per_iteration) +
-         ", \"state_bytes\": " + std::to_string(r.state_bytes) + ", \"runs\": " + std::to_string(r.runs) +
-         ", \"verified_runs\": " + std::to_string(r.good_runs) + ", \"samples_ms\": " + samples +
-         "], \"failures\": " + json_list(r.failures) + ", \"describe\": " + json_str(r.describe) + "}" +
-         (i + 1 < rows.size() ? ",\n" : "\n");
+util::Json matrix_rows_json(const std::vector<MatrixRow>& rows) {
+  util::Json out = util::Json::array();
+  for (const auto& r : rows) {
+    util::Json samples_ms = util::Json::array();
+    for (const double s : r.samples) samples_ms.push_back(s * 1e3);
+    out.push_back({{"profile", r.profile},
+                   {"threads", r.threads},
+                   {"app", r.app},
+                   {"size", r.size},
+                   {"iterations", r.iterations},
+                   {"variant", r.variant},
+                   {"label", r.label},
+                   {"baseline", r.is_baseline},
+                   {"time_per_iteration_ms", r.per_iteration_s * 1e3},
+                   {"commit_per_iteration_ms", r.commit_per_iteration_s * 1e3},
+                   {"vs_baseline", r.vs_baseline},
+                   {"overhead_pct", r.overhead_pct},
+                   {"nvm_bytes_per_iteration", r.nvm_bytes_per_iteration},
+                   {"state_bytes", r.state_bytes},
+                   {"runs", r.runs},
+                   {"verified_runs", r.good_runs},
+                   {"samples_ms", samples_ms},
+                   {"failures", r.failures},
+                   {"describe", r.describe}});
   }
-  return o;
+  return out;
 }
 
 }  // namespace cairn::bench

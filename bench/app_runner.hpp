@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "apps/common/app.hpp"
+#include "util/json.hpp"
 
 namespace cairn::bench {
 
@@ -144,7 +145,8 @@ Result<void> check_repeats_and_profiles(int repeats, const std::vector<std::stri
 // baseline (known[0]) first even if not asked for.
 Result<std::vector<Variant>> pick_variants(const std::vector<Variant>& known, const std::vector<std::string>& names);
 
-// The rows as a JSON array body (one object per line, no brackets), indented.
-std::string matrix_rows_json(const std::vector<MatrixRow>& rows, const std::string& indent);
+// The rows as a JSON array, one object per row; samples_ms holds every
+// verified repetition's time per iteration, in the order they ran.
+util::Json matrix_rows_json(const std::vector<MatrixRow>& rows);
 
 }  // namespace cairn::bench

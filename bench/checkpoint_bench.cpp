@@ -139,6 +139,8 @@ void finish(CheckpointRow& row, const Samples& s) {
   row.compute_s = median(s.compute);
   row.loop_s = median(s.loop);
   row.nvm_bytes_per_commit = median(s.nvm);
+  row.checkpoint_samples_s = s.checkpoint;
+  row.restore_samples_s = s.restore;
 }
 
 // Runs every row of `rows` (layout, variant and threads set) `repeats` times,
@@ -532,73 +534,92 @@ void print_checkpoint_report(const CheckpointReport& r, std::ostream& out) {
 }
 
 Result<void> write_checkpoint_json(const CheckpointReport& r, const std::string& path) {
-  std::ofstream o(path);
-  if (!o) return make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  auto rows_json = [&](const std::vector<CheckpointRow>& rows) {
-    std::string s;
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const auto& x = rows[i];
-      std::string failures = "[";
-      for (std::size_t k = 0; k < x.failures.size(); ++k) failures += (k ? ", " : "") + json_str(x.failures[k]);
-      s += "      {\"layout\": " + json_str(x.layout) + ", \"variant\": " + json_str(x.variant) +
-           ", \"threads\": " + std::to_string(x.threads) + ", \"iterations\": " + std::to_string(x.iterations) +
-           ", \"commits\": " + std::to_string(x.commits) + ", \"state_bytes\": " + std::to_string(x.state_bytes) +
-           ", \"checkpoint_ms\": " + json_num(x.checkpoint_s * 1e3) +
-           ", \"restore_ms\": " + json_num(x.restore_s * 1e3) + ", \"attach_ms\": " + json_num(x.open_s * 1e3) +
-           ", \"compute_ms\": " + json_num(x.compute_s * 1e3) + ", \"loop_ms\": " + json_num(x.loop_s * 1e3) +
-           ", \"nvm_bytes_per_commit\": " + json_num(x.nvm_bytes_per_commit) + ", \"runs\": " + std::to_string(x.runs) +
-           ", \"verified_runs\": " + std::to_string(x.good_runs) + ", \"failures\": " + failures + "]}" +
-           (i + 1 < rows.size() ? ",\n" : "\n");
-    }
-    return s;
+  auto ms_array = [](const std::vector<double>& seconds) {
+    Json ms = Json::array();
+    for (const double s : seconds) ms.push_back(s * 1e3);
+    return ms;
   };
-  o << "{\n  \"benchmark\": \"checkpoint\",\n  \"cpu_model\": " << json_str(r.cpu_model)
-    << ",\n  \"date\": " << json_str(r.date) << ",\n  \"nproc\": " << r.nproc << ",\n  \"repeats\": " << r.repeats
-    << ",\n  \"load_before\": " << json_num(r.load_before) << ",\n  \"load_after\": " << json_num(r.load_after)
-    << ",\n  \"elapsed_s\": " << json_num(r.elapsed_s) << ",\n  \"app\": \"sph\",\n  \"size\": " << json_str(r.size)
-    << ",\n  \"particles\": " << r.particles << ",\n  \"layout\": " << json_str(r.layout)
-    << ",\n  \"threads\": " << r.threads << ",\n  \"iterations\": " << r.iterations
-    << ",\n  \"profile\": " << json_str(r.profile) << ",\n  \"parts\": " << json_list(r.parts)
-    << ",\n  \"strategies\": " << json_list(r.strategies) << ",\n  \"failed_runs\": " << r.failed_runs;
-  o << ",\n  \"table4\": {\n    \"baseline_compute_ms\": " << json_num(r.baseline_s * 1e3) << ",\n    \"goals\": [";
-  for (std::size_t i = 0; i < r.goals.size(); ++i) {
-    const auto& g = r.goals[i];
-    o << (i ? ", " : "") << "{\"variant\": " << json_str(g.variant) << ", \"goal\": \"file restore / restore >= 100\""
-      << ", \"ratio\": " << (g.measured ? json_num(g.ratio) : "null")
-      << ", \"ratio_with_attach\": " << (g.measured ? json_num(g.ratio_with_open) : "null")
-      << ", \"met\": " << (g.met ? "true" : "false") << "}";
-  }
-  o << "],\n    \"rows\": [\n"
-    << rows_json(r.table4) << "    ]\n  },\n  \"layouts\": {\n    \"rows\": [\n"
-    << rows_json(r.layouts) << "    ]\n  },\n";
-  o << "  \"fig10\": {\n    \"title\": " << json_str("seed 001 Fig. 10 on sph " + r.size + " (" + r.layout + " layout)")
-    << ",\n    \"unit\": \"particle updates per second (particles x frames / (compute + commit) seconds)\","
-    << "\n    \"rows\": [\n";
-  for (std::size_t i = 0; i < r.scaling.size(); ++i) {
-    const auto& s = r.scaling[i];
-    o << "      {\"threads\": " << s.threads << ", \"variant\": " << json_str(s.variant)
-      << ", \"throughput\": " << json_num(s.throughput)
-      << ", \"oversubscribed\": " << (s.oversubscribed ? "true" : "false")
-      << ", \"loop_ms\": " << json_num(s.loop_s * 1e3) << ", \"runs\": " << s.runs
-      << ", \"verified_runs\": " << s.good_runs << "}" << (i + 1 < r.scaling.size() ? ",\n" : "\n");
-  }
-  o << "    ]\n  },\n  \"heartbeat\": {\n    \"formula\": \"T_timeout = T_hm + T_i + T_r + T_w, T_hm = 0, T_i = T_w = "
-       "baseline frame, T_r = T_i/5; fits: T_checkpoint + T_restart + T_compute < T_timeout; interval: smallest r "
-       "with T_checkpoint + T_restart + r*T_compute < r*T_timeout\",\n    \"t_i_ms\": "
-    << json_num(r.baseline_s * 1e3) << ",\n    \"t_timeout_ms\": " << json_num(r.t_timeout * 1e3)
-    << ",\n    \"rows\": [\n";
-  for (std::size_t i = 0; i < r.heartbeat.size(); ++i) {
-    const auto& h = r.heartbeat[i];
-    o << "      {\"variant\": " << json_str(h.variant) << ", \"t_checkpoint_ms\": " << json_num(h.t_checkpoint * 1e3)
-      << ", \"t_restart_ms\": " << json_num(h.t_restart * 1e3) << ", \"t_compute_ms\": " << json_num(h.t_compute * 1e3)
-      << ", \"sum_ms\": " << json_num(h.sum * 1e3) << ", \"fits\": " << (h.fits ? "true" : "false")
-      << ", \"interval\": " << (h.interval ? std::to_string(h.interval) : std::string("null")) << "}"
-      << (i + 1 < r.heartbeat.size() ? ",\n" : "\n");
-  }
-  o << "    ]\n  }\n}\n";
-  o.close();
-  if (!o) return make_error(Errc::io_error, "writing " + path + " failed");
-  return {};
+  auto rows_json = [&](const std::vector<CheckpointRow>& rows) {
+    Json out = Json::array();
+    for (const auto& x : rows)
+      out.push_back({{"layout", x.layout},
+                     {"variant", x.variant},
+                     {"threads", x.threads},
+                     {"iterations", x.iterations},
+                     {"commits", x.commits},
+                     {"state_bytes", x.state_bytes},
+                     {"checkpoint_ms", x.checkpoint_s * 1e3},
+                     {"restore_ms", x.restore_s * 1e3},
+                     {"attach_ms", x.open_s * 1e3},
+                     {"compute_ms", x.compute_s * 1e3},
+                     {"loop_ms", x.loop_s * 1e3},
+                     {"nvm_bytes_per_commit", x.nvm_bytes_per_commit},
+                     {"runs", x.runs},
+                     {"verified_runs", x.good_runs},
+                     {"failures", x.failures},
+                     {"checkpoint_samples_ms", ms_array(x.checkpoint_samples_s)},
+                     {"restore_samples_ms", ms_array(x.restore_samples_s)}});
+    return out;
+  };
+  Json goals = Json::array();
+  for (const auto& g : r.goals)
+    goals.push_back({{"variant", g.variant},
+                     {"goal", "file restore / restore >= 100"},
+                     {"ratio", g.measured ? Json(g.ratio) : Json(nullptr)},
+                     {"ratio_with_attach", g.measured ? Json(g.ratio_with_open) : Json(nullptr)},
+                     {"met", g.met}});
+  Json scaling = Json::array();
+  for (const auto& s : r.scaling)
+    scaling.push_back({{"threads", s.threads},
+                       {"variant", s.variant},
+                       {"throughput", s.throughput},
+                       {"oversubscribed", s.oversubscribed},
+                       {"loop_ms", s.loop_s * 1e3},
+                       {"runs", s.runs},
+                       {"verified_runs", s.good_runs}});
+  Json heartbeat = Json::array();
+  for (const auto& h : r.heartbeat)
+    heartbeat.push_back({{"variant", h.variant},
+                         {"t_checkpoint_ms", h.t_checkpoint * 1e3},
+                         {"t_restart_ms", h.t_restart * 1e3},
+                         {"t_compute_ms", h.t_compute * 1e3},
+                         {"sum_ms", h.sum * 1e3},
+                         {"fits", h.fits},
+                         {"interval", h.interval ? Json(h.interval) : Json(nullptr)}});
+  const Json doc = {
+      {"benchmark", "checkpoint"},
+      {"cpu_model", r.cpu_model},
+      {"date", r.date},
+      {"nproc", r.nproc},
+      {"repeats", r.repeats},
+      {"load_before", r.load_before},
+      {"load_after", r.load_after},
+      {"elapsed_s", r.elapsed_s},
+      {"app", "sph"},
+      {"size", r.size},
+      {"particles", r.particles},
+      {"layout", r.layout},
+      {"threads", r.threads},
+      {"iterations", r.iterations},
+      {"profile", r.profile},
+      {"parts", r.parts},
+      {"strategies", r.strategies},
+      {"failed_runs", r.failed_runs},
+      {"table4", {{"baseline_compute_ms", r.baseline_s * 1e3}, {"goals", goals}, {"rows", rows_json(r.table4)}}},
+      {"layouts", {{"rows", rows_json(r.layouts)}}},
+      {"fig10",
+       {{"title", "seed 001 Fig. 10 on sph " + r.size + " (" + r.layout + " layout)"},
+        {"unit", "particle updates per second (particles x frames / (compute + commit) seconds)"},
+        {"rows", scaling}}},
+      {"heartbeat",
+       {{"formula",
+         "T_timeout = T_hm + T_i + T_r + T_w, T_hm = 0, T_i = T_w = baseline frame, T_r = T_i/5; fits: T_checkpoint + "
+         "T_restart + T_compute < T_timeout; interval: smallest r with T_checkpoint + T_restart + r*T_compute < "
+         "r*T_timeout"},
+        {"t_i_ms", r.baseline_s * 1e3},
+        {"t_timeout_ms", r.t_timeout * 1e3},
+        {"rows", heartbeat}}}};
+  return write_json_file(doc, path);
 }
 
 void add_checkpoint_command(CLI::App& bench) {

@@ -85,6 +85,8 @@ struct CheckpointRow {
   double compute_s = 0;     // compute seconds per iteration (median)
   double loop_s = 0;        // (compute + commit) / iterations (median)
   double nvm_bytes_per_commit = 0;
+  // Every good repetition behind the checkpoint and restore medians, in the order they ran.
+  std::vector<double> checkpoint_samples_s, restore_samples_s;
   std::string describe;
   int runs = 0, good_runs = 0;  // good: ran, verified, checksums equal (and the resumed state equal)
   std::vector<std::string> failures;

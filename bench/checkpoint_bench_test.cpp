@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tests/support/temp_dir.hpp"
+#include "util/json.hpp"
 
 namespace cairn::bench {
 namespace {
@@ -80,10 +81,26 @@ TEST(CheckpointBench, EveryPartRunsAndVerifies) {
   const cairn::testing::TempDir dir;
   const std::string path = dir.file("checkpoint.json");
   ASSERT_TRUE(write_checkpoint_json(r, path).ok());
-  std::ifstream in(path);
-  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(json.find("\"fig10\": {"), std::string::npos);
-  EXPECT_NE(json.find("{\"threads\": 2, \"variant\": \"in-place\", \"throughput\": "), std::string::npos);
+  auto doc = util::read_json_file(path);
+  ASSERT_TRUE(doc.ok()) << doc.error().message;
+  const auto& fig10 = doc.value().at("fig10").at("rows");
+  ASSERT_EQ(fig10.size(), r.scaling.size());
+  bool in_place_at_2 = false;
+  for (const auto& row : fig10)
+    if (row.at("threads") == 2 && row.at("variant") == "in-place") {
+      in_place_at_2 = true;
+      EXPECT_GT(row.at("throughput").get<double>(), 0);
+    }
+  EXPECT_TRUE(in_place_at_2);
+  // Table 4's rows carry every repetition behind their medians.
+  const auto& table4 = doc.value().at("table4").at("rows");
+  ASSERT_EQ(table4.size(), r.table4.size());
+  for (std::size_t i = 0; i < table4.size(); ++i) {
+    EXPECT_EQ(table4[i].at("variant"), r.table4[i].variant);
+    if (r.table4[i].variant == "native") continue;
+    ASSERT_EQ(table4[i].at("restore_samples_ms").size(), 1u);
+    EXPECT_DOUBLE_EQ(table4[i].at("restore_samples_ms")[0].get<double>(), r.table4[i].restore_s * 1e3);
+  }
 }
 
 TEST(CheckpointBench, BadOptionsAreErrors) {

@@ -185,27 +185,28 @@ void print_checksums_report(const ChecksumsReport& report, std::ostream& out) {
 }
 
 Result<void> write_checksums_json(const ChecksumsReport& report, const std::string& path) {
-  std::ofstream o(path);
-  if (!o) return util::errno_error(path, "open", errno);
-  o << "{\n  \"benchmark\": \"checksums\", \"cpu\": " << json_str(report.cpu_model)
-    << ", \"date\": " << json_str(report.date) << ", \"size\": " << report.size
-    << ", \"iterations\": " << report.iterations << ", \"repeats\": " << report.repeats
-    << ", \"load_before\": " << json_num(report.load_before) << ", \"load_after\": " << json_num(report.load_after)
-    << ",\n  \"rows\": [";
-  for (std::size_t i = 0; i < report.rows.size(); ++i) {
-    const ChecksumsRow& r = report.rows[i];
-    o << (i ? "," : "") << "\n    {\"dir\": " << json_str(r.dir) << ", \"fs\": " << json_str(r.fs_type)
-      << ", \"what\": " << json_str(r.what) << ", \"status\": " << json_str(r.status)
-      << ", \"iteration_off_ms\": " << json_num(r.iteration_off_s * 1e3)
-      << ", \"iteration_on_ms\": " << json_num(r.iteration_on_s * 1e3)
-      << ", \"restore_off_ms\": " << json_num(r.restore_off_s * 1e3)
-      << ", \"restore_on_ms\": " << json_num(r.restore_on_s * 1e3)
-      << ", \"resume_off_ms\": " << json_num(r.resume_off_s * 1e3)
-      << ", \"resume_on_ms\": " << json_num(r.resume_on_s * 1e3) << "}";
-  }
-  o << "\n  ]\n}\n";
-  if (!o) return util::errno_error(path, "write", errno);
-  return {};
+  Json rows = Json::array();
+  for (const ChecksumsRow& r : report.rows)
+    rows.push_back({{"dir", r.dir},
+                    {"fs", r.fs_type},
+                    {"what", r.what},
+                    {"status", r.status},
+                    {"iteration_off_ms", r.iteration_off_s * 1e3},
+                    {"iteration_on_ms", r.iteration_on_s * 1e3},
+                    {"restore_off_ms", r.restore_off_s * 1e3},
+                    {"restore_on_ms", r.restore_on_s * 1e3},
+                    {"resume_off_ms", r.resume_off_s * 1e3},
+                    {"resume_on_ms", r.resume_on_s * 1e3}});
+  const Json doc = {{"benchmark", "checksums"},
+                    {"cpu", report.cpu_model},
+                    {"date", report.date},
+                    {"size", report.size},
+                    {"iterations", report.iterations},
+                    {"repeats", report.repeats},
+                    {"load_before", report.load_before},
+                    {"load_after", report.load_after},
+                    {"rows", rows}};
+  return write_json_file(doc, path);
 }
 
 }  // namespace cairn::bench

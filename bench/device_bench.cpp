@@ -430,35 +430,40 @@ void print_device_report(const DeviceBenchReport& r, std::ostream& out) {
 }
 
 Result<void> write_device_report_json(const DeviceBenchReport& r, const std::string& path) {
-  std::ofstream o(path);
-  if (!o) return make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  o << "{\n  \"cpu_model\": " << json_str(r.cpu_model) << ",\n  \"date\": " << json_str(r.date)
-    << ",\n  \"nproc\": " << r.nproc << ",\n  \"threads\": " << r.threads << ",\n  \"reps\": " << r.reps
-    << ",\n  \"size_bytes\": " << r.size << ",\n  \"pool_dir\": " << json_str(r.pool_dir)
-    << ",\n  \"flush_mode\": " << json_str(r.flush_mode) << ",\n  \"is_pmem\": " << (r.is_pmem ? "true" : "false")
-    << ",\n  \"dram_copy_bw_bytes_per_s\": " << fmt("%.6g", r.dram_copy_bw)
-    << ",\n  \"best_copy_bw_bytes_per_s\": " << fmt("%.6g", r.best_copy_bw)
-    << ",\n  \"best_copy_what\": " << json_str(r.best_copy_what)
-    << ",\n  \"nt_mt_bw_bytes_per_s\": " << fmt("%.6g", r.nt_mt_bw) << ",\n  \"samples\": " << r.samples
-    << ",\n  \"samples_retried\": " << r.samples_retried << ",\n  \"samples_disturbed\": " << r.samples_disturbed
-    << ",\n  \"primitives\": [";
-  for (std::size_t i = 0; i < r.primitives.size(); ++i) {
-    const auto& p = r.primitives[i];
-    o << (i ? "," : "") << "\n    {\"operation\": " << json_str(p.operation) << ", \"threads\": " << p.threads
-      << ", \"median\": " << fmt("%.6g", p.value) << ", \"unit\": " << json_str(p.unit)
-      << ", \"vs_memcpy\": " << fmt("%.6g", p.ratio) << "}";
-  }
-  o << "\n  ],\n  \"fidelity\": [";
-  for (std::size_t i = 0; i < r.fidelity.size(); ++i) {
-    const auto& f = r.fidelity[i];
-    o << (i ? "," : "") << "\n    {\"profile\": " << json_str(f.profile) << ", \"metric\": " << json_str(f.metric)
-      << ", \"requested\": " << fmt("%.6g", f.requested) << ", \"achieved\": " << fmt("%.6g", f.achieved)
-      << ", \"error_pct\": " << fmt("%.4g", f.error_pct()) << "}";
-  }
-  o << "\n  ],\n  \"fidelity_within_10pct\": " << (r.fidelity_ok() ? "true" : "false") << "\n}\n";
-  o.close();
-  if (!o) return make_error(Errc::io_error, "writing " + path + " failed");
-  return {};
+  Json primitives = Json::array();
+  for (const auto& p : r.primitives)
+    primitives.push_back({{"operation", p.operation},
+                          {"threads", p.threads},
+                          {"median", p.value},
+                          {"unit", p.unit},
+                          {"vs_memcpy", p.ratio}});
+  Json fidelity = Json::array();
+  for (const auto& f : r.fidelity)
+    fidelity.push_back({{"profile", f.profile},
+                        {"metric", f.metric},
+                        {"requested", f.requested},
+                        {"achieved", f.achieved},
+                        {"error_pct", f.error_pct()}});
+  const Json doc = {{"cpu_model", r.cpu_model},
+                    {"date", r.date},
+                    {"nproc", r.nproc},
+                    {"threads", r.threads},
+                    {"reps", r.reps},
+                    {"size_bytes", r.size},
+                    {"pool_dir", r.pool_dir},
+                    {"flush_mode", r.flush_mode},
+                    {"is_pmem", r.is_pmem},
+                    {"dram_copy_bw_bytes_per_s", r.dram_copy_bw},
+                    {"best_copy_bw_bytes_per_s", r.best_copy_bw},
+                    {"best_copy_what", r.best_copy_what},
+                    {"nt_mt_bw_bytes_per_s", r.nt_mt_bw},
+                    {"samples", r.samples},
+                    {"samples_retried", r.samples_retried},
+                    {"samples_disturbed", r.samples_disturbed},
+                    {"primitives", primitives},
+                    {"fidelity", fidelity},
+                    {"fidelity_within_10pct", r.fidelity_ok()}};
+  return write_json_file(doc, path);
 }
 
 }  // namespace cairn::bench

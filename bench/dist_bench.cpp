@@ -1080,81 +1080,109 @@ void print_dist_report(const DistReport& rep, std::ostream& out) {
 }
 
 Result<void> write_dist_json(const DistReport& rep, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) return make_error(Errc::io_error, path + ": cannot write the JSON report");
   const auto& o = rep.options;
-  auto samples = [](const std::vector<double>& v) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_num(v[i]);
-    return s + "]";
-  };
-  f << "{\"machine\": " << json_str(rep.machine) << ", \"cores\": " << rep.cores << ", \"repeats\": " << o.repeats
-    << ", \"failed\": " << (rep.failed ? "true" : "false") << ",\n \"overhead\": [";
-  for (std::size_t i = 0; i < rep.overhead.size(); ++i) {
-    const auto& r = rep.overhead[i];
-    f << (i ? ",\n  " : "\n  ") << "{\"ranks\": " << r.ranks << ", \"level\": " << json_str(r.level)
-      << ", \"size\": " << o.size.n << ", \"iterations\": " << o.size.iterations
-      << ", \"strategy\": " << json_str(o.strategy) << ", \"unavailable\": " << json_str(r.unavailable)
-      << ", \"none_s\": " << json_num(r.none) << ", \"local_s\": " << json_num(r.local)
-      << ", \"collective_s\": " << json_num(r.collective) << ", \"agree_s\": " << json_num(r.agree)
-      << ", \"local_commit_s\": " << json_num(r.local_commit)
-      << ", \"collective_commit_s\": " << json_num(r.collective_commit) << ", \"runs\": " << r.runs
-      << ", \"good_runs\": " << r.good_runs << ", \"none_samples\": " << samples(r.none_s)
-      << ", \"local_samples\": " << samples(r.local_s) << ", \"collective_samples\": " << samples(r.collective_s)
-      << ", \"error\": " << json_str(r.error) << "}";
-  }
-  f << "],\n \"recovery\": [";
-  for (std::size_t i = 0; i < rep.recovery.size(); ++i) {
-    const auto& r = rep.recovery[i];
-    f << (i ? ",\n  " : "\n  ") << "{\"kind\": " << json_str(r.kind) << ", \"strategy\": " << json_str(r.strategy)
-      << ", \"ranks\": " << o.job_ranks << ", \"size\": " << o.recovery_size.n
-      << ", \"iterations\": " << o.recovery_size.iterations << ", \"storage\": " << json_str(r.storage)
-      << ", \"t_timeout_s\": " << json_num(r.kind == "hang" ? o.hang_timeout : 0)
-      << ", \"detect_s\": " << json_num(r.kind == "hang" ? r.detect : r.ended) << ", \"ended_s\": " << json_num(r.ended)
-      << ", \"relaunch_s\": " << json_num(r.relaunch) << ", \"restored_s\": " << json_num(r.total)
-      << ", \"restore_ms\": " << json_num(r.restore) << ", \"restored_minus_beaten\": " << json_num(r.vs_beaten_median)
-      << ", \"restored_version\": " << r.restored_version << ", \"runs\": " << r.runs
-      << ", \"good_runs\": " << r.good_runs << ", \"restored_samples\": " << samples(r.total_s)
-      << ", \"error\": " << json_str(r.error) << "}";
-  }
-  f << "],\n \"timeout\": {\"ranks\": " << o.job_ranks << ", \"size\": " << o.timeout_size.n
-    << ", \"iterations\": " << o.timeout_size.iterations << ", \"t_hm_s\": " << json_num(rep.t_hm)
-    << ", \"t_i_s\": " << json_num(rep.t_i) << ", \"t_r_s\": " << json_num(rep.t_r)
-    << ", \"t_w_s\": " << json_num(rep.t_w) << ", \"t_timeout_1_s\": " << json_num(rep.t_timeout[0])
-    << ", \"t_timeout_3_s\": " << json_num(rep.t_timeout[1]) << ", \"rows\": [";
-  for (std::size_t i = 0; i < rep.timeout.size(); ++i) {
-    const auto& r = rep.timeout[i];
-    f << (i ? ",\n  " : "\n  ") << "{\"strategy\": " << json_str(r.strategy)
-      << ", \"t_checkpoint_s\": " << json_num(r.checkpoint) << ", \"t_restart_s\": " << json_num(r.restart)
-      << ", \"t_compute_s\": " << json_num(r.compute) << ", \"eq2_1_s\": " << json_num(r.eq2[0])
-      << ", \"eq2_3_s\": " << json_num(r.eq2[1]) << ", \"fits_1\": " << (r.fits[0] ? "true" : "false")
-      << ", \"fits_3\": " << (r.fits[1] ? "true" : "false") << ", \"runs\": " << r.runs
-      << ", \"good_runs\": " << r.good_runs << ", \"error\": " << json_str(r.error) << "}";
-  }
-  f << "]},\n \"traffic\": [";
-  for (std::size_t i = 0; i < rep.traffic.size(); ++i) {
-    const auto& r = rep.traffic[i];
-    f << (i ? ",\n  " : "\n  ") << "{\"level\": " << json_str(r.level) << ", \"changed\": " << json_num(r.changed)
-      << ", \"sent_bytes\": " << json_num(r.sent) << ", \"payload_bytes\": " << json_num(r.payload_bytes)
-      << ", \"redundancy_s\": " << json_num(r.redundancy) << ", \"commit_s\": " << json_num(r.commit)
-      << ", \"runs\": " << r.runs << ", \"good_runs\": " << r.good_runs << ", \"error\": " << json_str(r.error) << "}";
-  }
-  f << "],\n \"octree\": [";
-  for (std::size_t i = 0; i < rep.octree.size(); ++i) {
-    const auto& r = rep.octree[i];
-    f << (i ? ",\n  " : "\n  ") << "{\"ranks\": " << r.ranks << ", \"level\": " << o.octree_level
-      << ", \"steps\": " << o.octree_steps << ", \"none_s\": " << json_num(r.none)
-      << ", \"local_s\": " << json_num(r.local) << ", \"collective_s\": " << json_num(r.collective)
-      << ", \"local_commit_s\": " << json_num(r.local_commit)
-      << ", \"collective_commit_s\": " << json_num(r.collective_commit) << ", \"partner_s\": " << json_num(r.partner)
-      << ", \"partner_commit_s\": " << json_num(r.partner_commit)
-      << ", \"partner_units_share\": " << json_num(r.partner_units_share) << ", \"xor_s\": " << json_num(r.xor_)
-      << ", \"xor_commit_s\": " << json_num(r.xor_commit) << ", \"runs\": " << r.runs
-      << ", \"good_runs\": " << r.good_runs << ", \"error\": " << json_str(r.error) << "}";
-  }
-  f << "]}\n";
-  if (!f) return make_error(Errc::io_error, path + ": write failed");
-  return {};
+  Json overhead = Json::array();
+  for (const auto& r : rep.overhead)
+    overhead.push_back({{"ranks", r.ranks},
+                        {"level", r.level},
+                        {"size", o.size.n},
+                        {"iterations", o.size.iterations},
+                        {"strategy", o.strategy},
+                        {"unavailable", r.unavailable},
+                        {"none_s", r.none},
+                        {"local_s", r.local},
+                        {"collective_s", r.collective},
+                        {"agree_s", r.agree},
+                        {"local_commit_s", r.local_commit},
+                        {"collective_commit_s", r.collective_commit},
+                        {"runs", r.runs},
+                        {"good_runs", r.good_runs},
+                        {"none_samples", r.none_s},
+                        {"local_samples", r.local_s},
+                        {"collective_samples", r.collective_s},
+                        {"error", r.error}});
+  Json recovery = Json::array();
+  for (const auto& r : rep.recovery)
+    recovery.push_back({{"kind", r.kind},
+                        {"strategy", r.strategy},
+                        {"ranks", o.job_ranks},
+                        {"size", o.recovery_size.n},
+                        {"iterations", o.recovery_size.iterations},
+                        {"storage", r.storage},
+                        {"t_timeout_s", r.kind == "hang" ? o.hang_timeout : 0},
+                        {"detect_s", r.kind == "hang" ? r.detect : r.ended},
+                        {"ended_s", r.ended},
+                        {"relaunch_s", r.relaunch},
+                        {"restored_s", r.total},
+                        {"restore_ms", r.restore},
+                        {"restored_minus_beaten", r.vs_beaten_median},
+                        {"restored_version", r.restored_version},
+                        {"runs", r.runs},
+                        {"good_runs", r.good_runs},
+                        {"restored_samples", r.total_s},
+                        {"error", r.error}});
+  Json timeout_rows = Json::array();
+  for (const auto& r : rep.timeout)
+    timeout_rows.push_back({{"strategy", r.strategy},
+                            {"t_checkpoint_s", r.checkpoint},
+                            {"t_restart_s", r.restart},
+                            {"t_compute_s", r.compute},
+                            {"eq2_1_s", r.eq2[0]},
+                            {"eq2_3_s", r.eq2[1]},
+                            {"fits_1", r.fits[0]},
+                            {"fits_3", r.fits[1]},
+                            {"runs", r.runs},
+                            {"good_runs", r.good_runs},
+                            {"error", r.error}});
+  Json traffic = Json::array();
+  for (const auto& r : rep.traffic)
+    traffic.push_back({{"level", r.level},
+                       {"changed", r.changed},
+                       {"sent_bytes", r.sent},
+                       {"payload_bytes", r.payload_bytes},
+                       {"redundancy_s", r.redundancy},
+                       {"commit_s", r.commit},
+                       {"runs", r.runs},
+                       {"good_runs", r.good_runs},
+                       {"error", r.error}});
+  Json octree = Json::array();
+  for (const auto& r : rep.octree)
+    octree.push_back({{"ranks", r.ranks},
+                      {"level", o.octree_level},
+                      {"steps", o.octree_steps},
+                      {"none_s", r.none},
+                      {"local_s", r.local},
+                      {"collective_s", r.collective},
+                      {"local_commit_s", r.local_commit},
+                      {"collective_commit_s", r.collective_commit},
+                      {"partner_s", r.partner},
+                      {"partner_commit_s", r.partner_commit},
+                      {"partner_units_share", r.partner_units_share},
+                      {"xor_s", r.xor_},
+                      {"xor_commit_s", r.xor_commit},
+                      {"runs", r.runs},
+                      {"good_runs", r.good_runs},
+                      {"error", r.error}});
+  const Json doc = {{"machine", rep.machine},
+                    {"cores", rep.cores},
+                    {"repeats", o.repeats},
+                    {"failed", rep.failed},
+                    {"overhead", overhead},
+                    {"recovery", recovery},
+                    {"timeout",
+                     {{"ranks", o.job_ranks},
+                      {"size", o.timeout_size.n},
+                      {"iterations", o.timeout_size.iterations},
+                      {"t_hm_s", rep.t_hm},
+                      {"t_i_s", rep.t_i},
+                      {"t_r_s", rep.t_r},
+                      {"t_w_s", rep.t_w},
+                      {"t_timeout_1_s", rep.t_timeout[0]},
+                      {"t_timeout_3_s", rep.t_timeout[1]},
+                      {"rows", timeout_rows}}},
+                    {"traffic", traffic},
+                    {"octree", octree}};
+  return write_json_file(doc, path);
 }
 
 }  // namespace cairn::bench

@@ -255,38 +255,46 @@ void print_filesystems_report(const FilesystemsReport& report, std::ostream& out
 }
 
 Result<void> write_filesystems_json(const FilesystemsReport& report, const std::string& path) {
-  std::ofstream o(path);
-  if (!o) return util::errno_error(path, "open", errno);
-  o << "{\n  \"benchmark\": \"filesystems\", \"cpu\": " << json_str(report.cpu_model)
-    << ", \"date\": " << json_str(report.date) << ", \"repeats\": " << report.repeats
-    << ", \"load_before\": " << json_num(report.load_before) << ", \"load_after\": " << json_num(report.load_after)
-    << ",\n  \"runs\": [";
-  for (std::size_t i = 0; i < report.runs.size(); ++i) {
-    const FilesystemRun& run = report.runs[i];
-    o << (i ? "," : "") << "\n    {\"dir\": " << json_str(run.dir) << ", \"fs\": " << json_str(run.fs_type)
-      << ", \"flush_mode\": " << json_str(run.flush_mode) << ", \"size\": " << run.size
-      << ", \"raw_ms\": " << json_num(run.raw_s * 1e3) << ", \"raw_bytes_per_s\": " << json_num(run.raw_bw)
-      << ", \"strategies\": [";
-    for (std::size_t k = 0; k < run.strategies.rows.size(); ++k) {
-      const StrategyRow& w = run.strategies.rows[k];
-      o << (k ? ", " : "") << "{\"strategy\": " << json_str(w.strategy) << ", \"status\": " << json_str(w.status)
-        << ", \"commit_ms\": " << json_num(w.commit_s * 1e3) << ", \"restore_ms\": " << json_num(w.restore_s * 1e3)
-        << ", \"syncs_per_commit\": " << json_num(w.syncs_per_commit)
-        << ", \"synced_bytes_per_commit\": " << json_num(w.synced_per_commit)
-        << ", \"nvm_bytes_per_commit\": " << json_num(w.nvm_per_commit) << "}";
+  Json runs = Json::array();
+  for (const FilesystemRun& run : report.runs) {
+    Json strategies = Json::array();
+    for (const StrategyRow& w : run.strategies.rows) {
+      Json commits_ms = Json::array();
+      for (const double s : w.commit_samples) commits_ms.push_back(s * 1e3);
+      strategies.push_back({{"strategy", w.strategy},
+                            {"status", w.status},
+                            {"commit_ms", w.commit_s * 1e3},
+                            {"restore_ms", w.restore_s * 1e3},
+                            {"syncs_per_commit", w.syncs_per_commit},
+                            {"synced_bytes_per_commit", w.synced_per_commit},
+                            {"nvm_bytes_per_commit", w.nvm_per_commit},
+                            {"commit_samples_ms", commits_ms}});
     }
-    o << "], \"layers\": [";
-    for (std::size_t k = 0; k < run.layers.size(); ++k) {
-      const LayerRow& l = run.layers[k];
-      o << (k ? ", " : "") << "{\"what\": " << json_str(l.what) << ", \"status\": " << json_str(l.status)
-        << ", \"ms\": " << json_num(l.seconds * 1e3) << ", \"bytes\": " << json_num(l.bytes)
-        << ", \"raw_ms\": " << json_num(l.raw_s * 1e3) << ", \"vs_raw\": " << json_num(l.vs_raw) << "}";
-    }
-    o << "]}";
+    Json layers = Json::array();
+    for (const LayerRow& l : run.layers)
+      layers.push_back({{"what", l.what},
+                        {"status", l.status},
+                        {"ms", l.seconds * 1e3},
+                        {"bytes", l.bytes},
+                        {"raw_ms", l.raw_s * 1e3},
+                        {"vs_raw", l.vs_raw}});
+    runs.push_back({{"dir", run.dir},
+                    {"fs", run.fs_type},
+                    {"flush_mode", run.flush_mode},
+                    {"size", run.size},
+                    {"raw_ms", run.raw_s * 1e3},
+                    {"raw_bytes_per_s", run.raw_bw},
+                    {"strategies", strategies},
+                    {"layers", layers}});
   }
-  o << "\n  ]\n}\n";
-  if (!o) return util::errno_error(path, "write", EIO);
-  return {};
+  const Json doc = {{"benchmark", "filesystems"},
+                    {"cpu", report.cpu_model},
+                    {"date", report.date},
+                    {"repeats", report.repeats},
+                    {"load_before", report.load_before},
+                    {"load_after", report.load_after},
+                    {"runs", runs}};
+  return write_json_file(doc, path);
 }
 
 }  // namespace cairn::bench

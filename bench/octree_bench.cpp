@@ -939,12 +939,8 @@ Result<OctreeReport> run_octree_bench(const OctreeBenchOptions& o, std::ostream*
 
 namespace {
 std::string secs(const std::optional<double>& v) { return v ? fmt("%.4f", *v) : "-"; }
-std::string jopt(const std::optional<double>& v) { return v ? json_num(*v) : "null"; }
-std::string jlist(const std::vector<double>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_num(v[i]);
-  return s + "]";
-}
+// A measured side or ratio: its value, or null when not measured.
+Json jopt(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
 }  // namespace
 
 void print_octree_report(const OctreeReport& rep, std::ostream& out) {
@@ -1018,65 +1014,83 @@ void print_octree_report(const OctreeReport& rep, std::ostream& out) {
 }
 
 Result<void> write_octree_json(const OctreeReport& rep, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) return make_error(Errc::io_error, path + ": cannot write the JSON report");
   const auto& o = rep.options;
-  f << "{\"machine\": " << json_str(rep.machine) << ", \"have_p4est\": " << (rep.have_p4est ? "true" : "false")
-    << ", \"p4est_note\": " << json_str(rep.p4est_note) << ", \"data_size\": " << o.data_size
-    << ", \"dram_budget\": " << o.dram_budget << ", \"repeats\": " << o.repeats
-    << ", \"failed\": " << (rep.failed ? "true" : "false") << ", \"sizes\": [";
-  for (std::size_t i = 0; i < rep.sizes.size(); ++i) {
-    const auto& s = rep.sizes[i];
-    f << (i ? ", " : "") << "{\"levels\": " << json_str(s.size.name()) << ", \"level\": " << s.size.level
-      << ", \"shift\": " << s.size.shift << ", \"skipped\": " << (s.skipped ? "true" : "false");
+  Json sizes = Json::array();
+  for (const auto& s : rep.sizes) {
+    Json size = {{"levels", s.size.name()}, {"level", s.size.level}, {"shift", s.size.shift}, {"skipped", s.skipped}};
     if (s.skipped) {
-      f << ", \"skip_reason\": " << json_str(s.skip_reason) << "}";
+      size["skip_reason"] = s.skip_reason;
+      sizes.push_back(size);
       continue;
     }
-    f << ", \"leaves_refined\": " << s.leaves_refined << ", \"leaves_balanced\": " << s.leaves_balanced
-      << ", \"leaves_full\": " << s.leaves_full << ", \"leaves_equal\": " << (s.leaves_equal ? "true" : "false")
-      << ", \"restore_equal\": " << (s.restore_equal ? "true" : "false") << ", \"mismatch\": " << json_str(s.mismatch)
-      << ", \"note\": " << json_str(s.note) << ", \"restore_max_s\": " << json_num(s.restore_max_s)
-      << ", \"persist_1pct_share\": " << json_num(s.persist_1pct_share)
-      << ", \"p4est_file_bytes\": " << s.p4est_file_bytes << ", \"persist_bytes\": " << s.persist_bytes
-      << ", \"persist_blocks\": " << s.persist_blocks << ", \"persist_merged_blocks\": " << s.persist_merged_blocks
-      << ", \"ops\": [";
-    for (std::size_t k = 0; k < s.ops.size(); ++k) {
-      const auto& r = s.ops[k];
-      f << (k ? ", " : "") << "{\"op\": " << json_str(r.op) << ", \"what\": " << json_str(r.what)
-        << ", \"p4est_s\": " << jopt(r.p4est_s) << ", \"pm_s\": " << jopt(r.pm_s) << ", \"ratio\": " << jopt(r.ratio())
-        << ", \"p4est_runs\": " << jlist(r.p4est_runs) << ", \"pm_runs\": " << jlist(r.pm_runs) << "}";
-    }
+    Json ops = Json::array();
+    for (const auto& r : s.ops)
+      ops.push_back({{"op", r.op},
+                     {"what", r.what},
+                     {"p4est_s", jopt(r.p4est_s)},
+                     {"pm_s", jopt(r.pm_s)},
+                     {"ratio", jopt(r.ratio())},
+                     {"p4est_runs", r.p4est_runs},
+                     {"pm_runs", r.pm_runs}});
     const auto& m = s.memory;
-    f << "], \"memory\": {\"p4est_quadrants\": " << m.p4est_quadrants
-      << ", \"p4est_memory_used\": " << m.p4est_memory_used << ", \"p4est_quadrant_size\": " << m.p4est_quadrant_size
-      << ", \"p4est_bytes_per_leaf\": " << json_num(m.p4est_bytes_per_leaf) << ", \"leaves\": " << m.leaves
-      << ", \"octants\": " << m.octants << ", \"blocks\": " << m.blocks << ", \"block_bytes\": " << m.block_bytes
-      << ", \"dram_bytes\": " << m.dram_bytes << ", \"pool_bytes\": " << m.pool_bytes
-      << ", \"c0_regions\": " << m.c0_regions << ", \"merges\": " << m.merges << ", \"pool_size\": " << m.pool_size
-      << ", \"pm_bytes_per_leaf\": " << json_num(m.pm_bytes_per_leaf)
-      << ", \"pm_dram_bytes_per_leaf\": " << json_num(m.pm_dram_bytes_per_leaf)
-      << ", \"pm_pool_bytes_per_leaf\": " << json_num(m.pm_pool_bytes_per_leaf) << "}, \"versions\": [";
-    for (std::size_t k = 0; k < s.versions.size(); ++k) {
-      const auto& v = s.versions[k];
-      f << (k ? ", " : "") << "{\"changed\": " << json_str(v.name) << ", \"fraction\": " << json_num(v.fraction)
-        << ", \"scattered\": " << (v.scattered ? "true" : "false") << ", \"changed_leaves\": " << v.changed_leaves
-        << ", \"factor\": " << json_num(v.factor) << ", \"overlap\": " << json_num(v.overlap)
-        << ", \"update_s\": " << json_num(v.update_s) << ", \"persist_s\": " << json_num(v.persist_s)
-        << ", \"persist_bytes\": " << v.persist_bytes << ", \"factor_runs\": " << jlist(v.factor_runs) << "}";
-    }
-    f << "], \"goals\": [";
-    for (std::size_t k = 0; k < s.goals.size(); ++k) {
-      const auto& g = s.goals[k];
-      f << (k ? ", " : "") << "{\"goal\": " << json_str(g.name) << ", \"target\": " << json_str(g.target)
-        << ", \"measured\": " << json_str(g.measured) << ", \"met\": " << (g.met ? (*g.met ? "true" : "false") : "null")
-        << "}";
-    }
-    f << "]}";
+    const Json memory = {{"p4est_quadrants", m.p4est_quadrants},
+                         {"p4est_memory_used", m.p4est_memory_used},
+                         {"p4est_quadrant_size", m.p4est_quadrant_size},
+                         {"p4est_bytes_per_leaf", m.p4est_bytes_per_leaf},
+                         {"leaves", m.leaves},
+                         {"octants", m.octants},
+                         {"blocks", m.blocks},
+                         {"block_bytes", m.block_bytes},
+                         {"dram_bytes", m.dram_bytes},
+                         {"pool_bytes", m.pool_bytes},
+                         {"c0_regions", m.c0_regions},
+                         {"merges", m.merges},
+                         {"pool_size", m.pool_size},
+                         {"pm_bytes_per_leaf", m.pm_bytes_per_leaf},
+                         {"pm_dram_bytes_per_leaf", m.pm_dram_bytes_per_leaf},
+                         {"pm_pool_bytes_per_leaf", m.pm_pool_bytes_per_leaf}};
+    Json versions = Json::array();
+    for (const auto& v : s.versions)
+      versions.push_back({{"changed", v.name},
+                          {"fraction", v.fraction},
+                          {"scattered", v.scattered},
+                          {"changed_leaves", v.changed_leaves},
+                          {"factor", v.factor},
+                          {"overlap", v.overlap},
+                          {"update_s", v.update_s},
+                          {"persist_s", v.persist_s},
+                          {"persist_bytes", v.persist_bytes},
+                          {"factor_runs", v.factor_runs}});
+    Json goals = Json::array();
+    for (const auto& g : s.goals)
+      goals.push_back({{"goal", g.name},
+                       {"target", g.target},
+                       {"measured", g.measured},
+                       {"met", g.met ? Json(*g.met) : Json(nullptr)}});
+    size.update(Json{{"leaves_refined", s.leaves_refined},
+                     {"leaves_balanced", s.leaves_balanced},
+                     {"leaves_full", s.leaves_full},
+                     {"leaves_equal", s.leaves_equal},
+                     {"restore_equal", s.restore_equal},
+                     {"mismatch", s.mismatch},
+                     {"note", s.note},
+                     {"restore_max_s", s.restore_max_s},
+                     {"persist_1pct_share", s.persist_1pct_share},
+                     {"p4est_file_bytes", s.p4est_file_bytes},
+                     {"persist_bytes", s.persist_bytes},
+                     {"persist_blocks", s.persist_blocks},
+                     {"persist_merged_blocks", s.persist_merged_blocks},
+                     {"ops", ops},
+                     {"memory", memory},
+                     {"versions", versions},
+                     {"goals", goals}});
+    sizes.push_back(size);
   }
-  f << "]}\n";
-  if (!f) return make_error(Errc::io_error, path + ": write failed");
-  return {};
+  const Json doc = {{"machine", rep.machine},       {"have_p4est", rep.have_p4est},
+                    {"p4est_note", rep.p4est_note}, {"data_size", o.data_size},
+                    {"dram_budget", o.dram_budget}, {"repeats", o.repeats},
+                    {"failed", rep.failed},         {"sizes", sizes}};
+  return write_json_file(doc, path);
 }
 
 }  // namespace cairn::bench

@@ -257,41 +257,44 @@ void print_overhead_report(const OverheadReport& r, std::ostream& out) {
 }
 
 Result<void> write_overhead_json(const OverheadReport& r, const std::string& path) {
-  std::ofstream o(path);
-  if (!o) return make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  std::string threads = "[";
-  for (std::size_t i = 0; i < r.threads.size(); ++i) threads += (i ? ", " : "") + std::to_string(r.threads[i]);
-  o << "{\n  \"benchmark\": \"overhead\",\n  \"cpu_model\": " << json_str(r.cpu_model)
-    << ",\n  \"date\": " << json_str(r.date) << ",\n  \"nproc\": " << r.nproc << ",\n  \"repeats\": " << r.repeats
-    << ",\n  \"load_before\": " << json_num(r.load_before) << ",\n  \"load_after\": " << json_num(r.load_after)
-    << ",\n  \"elapsed_s\": " << json_num(r.elapsed_s) << ",\n  \"apps\": " << json_list(r.apps)
-    << ",\n  \"variants\": " << json_list(r.variants) << ",\n  \"profiles\": " << json_list(r.profiles)
-    << ",\n  \"threads\": " << threads << "],\n  \"failed_runs\": " << r.failed_runs << ",\n  \"goals\": [";
-  for (std::size_t i = 0; i < r.goals.size(); ++i) {
-    const auto& g = r.goals[i];
-    o << (i ? "," : "") << "\n    {\"profile\": " << json_str(g.profile) << ", \"threads\": " << g.threads
-      << ", \"in_place_median_pct\": " << json_num(g.in_place_median_pct)
-      << ", \"in_place_max_pct\": " << json_num(g.in_place_max_pct)
-      << ", \"median_goal_met\": " << (g.median_met ? "true" : "false")
-      << ", \"max_goal_met\": " << (g.max_met ? "true" : "false")
-      << ", \"all_apps_measured\": " << (g.complete ? "true" : "false") << ", \"undo_log_ratios\": [";
-    bool first = true;
+  Json goals = Json::array();
+  for (const auto& g : r.goals) {
+    Json ratios = Json::array();
     for (const auto& ratio : g.ratios) {
       if (!ratio.measured) continue;
-      o << (first ? "" : ", ") << "{\"app\": " << json_str(ratio.app)
-        << ", \"undo_log_pct\": " << json_num(ratio.undo_pct) << ", \"in_place_pct\": " << json_num(ratio.in_place_pct)
-        << ", \"native_spread_pct\": " << json_num(ratio.noise_pct)
-        << ", \"ratio\": " << (ratio.in_place_pct > 0 ? json_num(ratio.ratio) : std::string("null"))
-        << ", \"within_noise\": " << (ratio.within_noise ? "true" : "false")
-        << ", \"met\": " << (ratio.met ? "true" : "false") << "}";
-      first = false;
+      ratios.push_back({{"app", ratio.app},
+                        {"undo_log_pct", ratio.undo_pct},
+                        {"in_place_pct", ratio.in_place_pct},
+                        {"native_spread_pct", ratio.noise_pct},
+                        {"ratio", ratio.in_place_pct > 0 ? Json(ratio.ratio) : Json(nullptr)},
+                        {"within_noise", ratio.within_noise},
+                        {"met", ratio.met}});
     }
-    o << "]}";
+    goals.push_back({{"profile", g.profile},
+                     {"threads", g.threads},
+                     {"in_place_median_pct", g.in_place_median_pct},
+                     {"in_place_max_pct", g.in_place_max_pct},
+                     {"median_goal_met", g.median_met},
+                     {"max_goal_met", g.max_met},
+                     {"all_apps_measured", g.complete},
+                     {"undo_log_ratios", ratios}});
   }
-  o << "\n  ],\n  \"rows\": [\n" << matrix_rows_json(r.rows, "    ") << "  ]\n}\n";
-  o.close();
-  if (!o) return make_error(Errc::io_error, "writing " + path + " failed");
-  return {};
+  const Json doc = {{"benchmark", "overhead"},
+                    {"cpu_model", r.cpu_model},
+                    {"date", r.date},
+                    {"nproc", r.nproc},
+                    {"repeats", r.repeats},
+                    {"load_before", r.load_before},
+                    {"load_after", r.load_after},
+                    {"elapsed_s", r.elapsed_s},
+                    {"apps", r.apps},
+                    {"variants", r.variants},
+                    {"profiles", r.profiles},
+                    {"threads", r.threads},
+                    {"failed_runs", r.failed_runs},
+                    {"goals", goals},
+                    {"rows", matrix_rows_json(r.rows)}};
+  return write_json_file(doc, path);
 }
 
 }  // namespace cairn::bench

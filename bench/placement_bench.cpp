@@ -150,19 +150,21 @@ void print_placement_report(const PlacementReport& r, std::ostream& out) {
 }
 
 Result<void> write_placement_json(const PlacementReport& r, const std::string& path) {
-  std::ofstream o(path);
-  if (!o) return make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  o << "{\n  \"benchmark\": \"placement\",\n  \"cpu_model\": " << json_str(r.cpu_model)
-    << ",\n  \"date\": " << json_str(r.date) << ",\n  \"nproc\": " << r.nproc << ",\n  \"threads\": " << r.threads
-    << ",\n  \"repeats\": " << r.repeats << ",\n  \"load_before\": " << fmt("%.6g", r.load_before)
-    << ",\n  \"load_after\": " << fmt("%.6g", r.load_after) << ",\n  \"elapsed_s\": " << fmt("%.6g", r.elapsed_s)
-    << ",\n  \"apps\": " << json_list(r.apps) << ",\n  \"variants\": " << json_list(r.variants)
-    << ",\n  \"profiles\": " << json_list(r.profiles) << ",\n  \"failed_runs\": " << r.failed_runs
-    << ",\n  \"rows\": [\n"
-    << matrix_rows_json(r.rows, "    ") << "  ]\n}\n";
-  o.close();
-  if (!o) return make_error(Errc::io_error, "writing " + path + " failed");
-  return {};
+  const Json doc = {{"benchmark", "placement"},
+                    {"cpu_model", r.cpu_model},
+                    {"date", r.date},
+                    {"nproc", r.nproc},
+                    {"threads", r.threads},
+                    {"repeats", r.repeats},
+                    {"load_before", r.load_before},
+                    {"load_after", r.load_after},
+                    {"elapsed_s", r.elapsed_s},
+                    {"apps", r.apps},
+                    {"variants", r.variants},
+                    {"profiles", r.profiles},
+                    {"failed_runs", r.failed_runs},
+                    {"rows", matrix_rows_json(r.rows)}};
+  return write_json_file(doc, path);
 }
 
 }  // namespace cairn::bench

@@ -562,62 +562,62 @@ void print_strategies_report(const StrategiesReport& r, std::ostream& out) {
 }
 
 Result<void> write_strategies_json(const StrategiesReport& r, const std::string& path) {
-  std::ofstream o(path);
-  if (!o) return make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  auto ms_array = [&](const std::vector<double>& seconds) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < seconds.size(); ++i) s += (i ? ", " : "") + json_num(seconds[i] * 1e3);
-    return s + "]";
+  auto ms_array = [](const std::vector<double>& seconds) {
+    Json ms = Json::array();
+    for (const double s : seconds) ms.push_back(s * 1e3);
+    return ms;
   };
-  auto goal = [](Goal g) { return g == Goal::none ? "null" : g == Goal::met ? "true" : "false"; };
-  o << "{\n  \"benchmark\": \"strategies\",\n  \"cpu_model\": " << json_str(r.cpu_model)
-    << ",\n  \"date\": " << json_str(r.date) << ",\n  \"nproc\": " << r.nproc << ",\n  \"threads\": " << r.threads
-    << ",\n  \"repeats\": " << r.repeats << ",\n  \"size_bytes\": " << r.size
-    << ",\n  \"partial_pct\": " << r.partial_pct << ",\n  \"partial_page_stride\": " << r.partial_stride
-    << ",\n  \"pool_dir\": " << json_str(r.pool_dir) << ",\n  \"load_before\": " << json_num(r.load_before)
-    << ",\n  \"load_after\": " << json_num(r.load_after) << ",\n  \"elapsed_s\": " << json_num(r.elapsed_s)
-    << ",\n  \"baselines\": [";
-  for (std::size_t i = 0; i < r.baselines.size(); ++i) {
-    const auto& b = r.baselines[i];
-    o << (i ? "," : "") << "\n    {\"profile\": " << json_str(b.profile)
-      << ", \"memcpy_1_bytes_per_s\": " << json_num(b.memcpy_1)
-      << ", \"memcpy_n_bytes_per_s\": " << json_num(b.memcpy_n) << ", \"nt_1_bytes_per_s\": " << json_num(b.nt_1)
-      << ", \"nt_n_bytes_per_s\": " << json_num(b.nt_n) << ", \"best_nt_bytes_per_s\": " << json_num(b.best_nt)
-      << ", \"best_nt_before_bytes_per_s\": " << json_num(b.best_nt_before)
-      << ", \"best_nt_after_bytes_per_s\": " << json_num(b.best_nt_after)
-      << ", \"best_nt_what\": " << json_str(b.best_nt_what) << "}";
-  }
-  o << "\n  ],\n  \"rows\": [";
-  for (std::size_t i = 0; i < r.rows.size(); ++i) {
-    const auto& w = r.rows[i];
-    o << (i ? "," : "") << "\n    {\"profile\": " << json_str(w.profile) << ", \"strategy\": " << json_str(w.strategy)
-      << ", \"status\": " << json_str(w.status) << ", \"reason\": " << json_str(w.reason)
-      << ", \"commit_ms\": " << json_num(w.commit_s * 1e3)
-      << ", \"partial_commit_ms\": " << json_num(w.partial_commit_s * 1e3)
-      << ", \"partial_full_commit_ms\": " << json_num(w.partial_full_commit_s * 1e3)
-      << ", \"partial_write_ms\": " << json_num(w.partial_write_s * 1e3)
-      << ", \"partial_write_untracked_ms\": " << json_num(w.partial_write_untracked_s * 1e3)
-      << ", \"restore_ms\": " << json_num(w.restore_s * 1e3) << ", \"rollback_ms\": " << json_num(w.rollback_s * 1e3)
-      << ", \"open_ms\": " << json_num(w.open_s * 1e3) << ", \"syncs_per_commit\": " << json_num(w.syncs_per_commit)
-      << ", \"synced_bytes_per_commit\": " << json_num(w.synced_per_commit)
-      << ", \"nvm_bytes_per_commit\": " << json_num(w.nvm_per_commit)
-      << ", \"nvm_bytes_per_partial_commit\": " << json_num(w.nvm_per_partial)
-      << ", \"incremental_bytes_saved_per_partial_commit\": " << json_num(w.saved_per_partial)
-      << ", \"commit_bytes_per_s\": " << json_num(w.commit_bw) << ", \"pct_of_nt_copy_bw\": " << json_num(w.pct_of_nt)
-      << ", \"x_vs_undo_log\": " << json_num(w.vs_undo_log)
-      << ", \"x_vs_undo_log_partial\": " << json_num(w.vs_undo_partial)
-      << ", \"copy_based\": " << (w.copy_based ? "true" : "false")
-      << ", \"restore_verified\": " << (w.verified ? "true" : "false")
-      << ", \"goal_restore_1ms\": " << goal(w.goal_restore) << ", \"goal_80pct_nt_bw\": " << goal(w.goal_bw)
-      << ", \"note\": " << json_str(w.note) << ", \"commit_samples_ms\": " << ms_array(w.commit_samples)
-      << ", \"partial_samples_ms\": " << ms_array(w.partial_samples)
-      << ", \"restore_samples_ms\": " << ms_array(w.restore_samples)
-      << ", \"rollback_samples_ms\": " << ms_array(w.rollback_samples) << "}";
-  }
-  o << "\n  ]\n}\n";
-  o.close();
-  if (!o) return make_error(Errc::io_error, "writing " + path + " failed");
-  return {};
+  auto goal = [](Goal g) { return g == Goal::none ? Json(nullptr) : Json(g == Goal::met); };
+  Json baselines = Json::array();
+  for (const auto& b : r.baselines)
+    baselines.push_back({{"profile", b.profile},
+                         {"memcpy_1_bytes_per_s", b.memcpy_1},
+                         {"memcpy_n_bytes_per_s", b.memcpy_n},
+                         {"nt_1_bytes_per_s", b.nt_1},
+                         {"nt_n_bytes_per_s", b.nt_n},
+                         {"best_nt_bytes_per_s", b.best_nt},
+                         {"best_nt_before_bytes_per_s", b.best_nt_before},
+                         {"best_nt_after_bytes_per_s", b.best_nt_after},
+                         {"best_nt_what", b.best_nt_what}});
+  Json rows = Json::array();
+  for (const auto& w : r.rows)
+    rows.push_back({{"profile", w.profile},
+                    {"strategy", w.strategy},
+                    {"status", w.status},
+                    {"reason", w.reason},
+                    {"commit_ms", w.commit_s * 1e3},
+                    {"partial_commit_ms", w.partial_commit_s * 1e3},
+                    {"partial_full_commit_ms", w.partial_full_commit_s * 1e3},
+                    {"partial_write_ms", w.partial_write_s * 1e3},
+                    {"partial_write_untracked_ms", w.partial_write_untracked_s * 1e3},
+                    {"restore_ms", w.restore_s * 1e3},
+                    {"rollback_ms", w.rollback_s * 1e3},
+                    {"open_ms", w.open_s * 1e3},
+                    {"syncs_per_commit", w.syncs_per_commit},
+                    {"synced_bytes_per_commit", w.synced_per_commit},
+                    {"nvm_bytes_per_commit", w.nvm_per_commit},
+                    {"nvm_bytes_per_partial_commit", w.nvm_per_partial},
+                    {"incremental_bytes_saved_per_partial_commit", w.saved_per_partial},
+                    {"commit_bytes_per_s", w.commit_bw},
+                    {"pct_of_nt_copy_bw", w.pct_of_nt},
+                    {"x_vs_undo_log", w.vs_undo_log},
+                    {"x_vs_undo_log_partial", w.vs_undo_partial},
+                    {"copy_based", w.copy_based},
+                    {"restore_verified", w.verified},
+                    {"goal_restore_1ms", goal(w.goal_restore)},
+                    {"goal_80pct_nt_bw", goal(w.goal_bw)},
+                    {"note", w.note},
+                    {"commit_samples_ms", ms_array(w.commit_samples)},
+                    {"partial_samples_ms", ms_array(w.partial_samples)},
+                    {"restore_samples_ms", ms_array(w.restore_samples)},
+                    {"rollback_samples_ms", ms_array(w.rollback_samples)}});
+  const Json doc = {
+      {"benchmark", "strategies"}, {"cpu_model", r.cpu_model},     {"date", r.date},
+      {"nproc", r.nproc},          {"threads", r.threads},         {"repeats", r.repeats},
+      {"size_bytes", r.size},      {"partial_pct", r.partial_pct}, {"partial_page_stride", r.partial_stride},
+      {"pool_dir", r.pool_dir},    {"load_before", r.load_before}, {"load_after", r.load_after},
+      {"elapsed_s", r.elapsed_s},  {"baselines", baselines},       {"rows", rows}};
+  return write_json_file(doc, path);
 }
 
 }  // namespace cairn::bench

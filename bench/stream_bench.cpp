@@ -284,33 +284,25 @@ void print_stream_report(const StreamReport& r, std::ostream& out) {
 }
 
 Result<void> write_stream_json(const StreamReport& r, const std::string& path) {
-  std::ofstream o(path);
-  if (!o) return make_error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  o << "{\n  \"benchmark\": \"stream\",\n  \"cpu_model\": " << json_str(r.cpu_model)
-    << ",\n  \"date\": " << json_str(r.date) << ",\n  \"nproc\": " << r.nproc << ",\n  \"threads\": " << r.threads
-    << ",\n  \"repeats\": " << r.repeats << ",\n  \"llc_bytes\": " << r.llc_bytes
-    << ",\n  \"array_bytes\": " << r.array_bytes << ",\n  \"elements\": " << r.elements
-    << ",\n  \"pool_dir\": " << json_str(r.dir) << ",\n  \"load_before\": " << json_num(r.load_before)
-    << ",\n  \"load_after\": " << json_num(r.load_after) << ",\n  \"elapsed_s\": " << json_num(r.elapsed_s)
-    << ",\n  \"failed\": " << r.failed << ",\n  \"rows\": [";
-  bool first = true;
+  Json rows = Json::array();
   for (const auto& row : r.rows)
-    for (int k = 0; k < 4; ++k) {
-      std::string samples = "[";
-      for (std::size_t i = 0; i < row.samples_gbps[k].size(); ++i)
-        samples += (i ? ", " : "") + json_num(row.samples_gbps[k][i]);
-      o << (first ? "" : ",") << "\n    {\"memory\": " << json_str(row.memory)
-        << ", \"profile\": " << json_str(row.profile) << ", \"persistence\": " << json_str(row.persistence)
-        << ", \"kernel\": " << json_str(kKernels[k]) << ", \"median_gbps\": " << json_num(row.median_gbps[k])
-        << ", \"best_gbps\": " << json_num(row.best_gbps[k]) << ", \"vs_dram\": " << json_num(row.vs_dram[k])
-        << ", \"valid\": " << (row.valid ? "true" : "false") << ", \"error\": " << json_str(row.error)
-        << ", \"samples_gbps\": " << samples << "]}";
-      first = false;
-    }
-  o << "\n  ]\n}\n";
-  o.close();
-  if (!o) return make_error(Errc::io_error, "writing " + path + " failed");
-  return {};
+    for (int k = 0; k < 4; ++k)
+      rows.push_back({{"memory", row.memory},
+                      {"profile", row.profile},
+                      {"persistence", row.persistence},
+                      {"kernel", kKernels[k]},
+                      {"median_gbps", row.median_gbps[k]},
+                      {"best_gbps", row.best_gbps[k]},
+                      {"vs_dram", row.vs_dram[k]},
+                      {"valid", row.valid},
+                      {"error", row.error},
+                      {"samples_gbps", row.samples_gbps[k]}});
+  const Json doc = {{"benchmark", "stream"},    {"cpu_model", r.cpu_model},     {"date", r.date},
+                    {"nproc", r.nproc},         {"threads", r.threads},         {"repeats", r.repeats},
+                    {"llc_bytes", r.llc_bytes}, {"array_bytes", r.array_bytes}, {"elements", r.elements},
+                    {"pool_dir", r.dir},        {"load_before", r.load_before}, {"load_after", r.load_after},
+                    {"elapsed_s", r.elapsed_s}, {"failed", r.failed},           {"rows", rows}};
+  return write_json_file(doc, path);
 }
 
 }  // namespace cairn::bench

@@ -249,6 +249,8 @@ Result<StreamsReport> run_streams_bench(const StreamsBenchOptions& o, std::ostre
         }
         row.write_s = median(w);
         row.read_s = median(r);
+        row.write_samples_s = w;
+        row.read_samples_s = r;
         row.cold_write_s = median(cw);
         row.cold_read_s = median(cr);
         const double mc = median(m);
@@ -365,27 +367,26 @@ void print_streams_report(const StreamsReport& rep, std::ostream& out) {
 }
 
 Result<void> write_streams_json(const StreamsReport& rep, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) return make_error(Errc::io_error, path + ": cannot write the JSON report");
-  f << "{\"machine\": " << json_str(rep.machine) << ", \"repeats\": " << rep.repeats << ", \"transfers\": [";
-  for (std::size_t i = 0; i < rep.transfers.size(); ++i) {
-    const auto& r = rep.transfers[i];
-    f << (i ? ", " : "") << "{\"mode\": " << json_str(r.mode) << ", \"size\": " << r.size
-      << ", \"processes\": " << r.processes << ", \"write_s\": " << json_num(r.write_s)
-      << ", \"read_s\": " << json_num(r.read_s) << ", \"first_write_s\": " << json_num(r.cold_write_s)
-      << ", \"first_read_s\": " << json_num(r.cold_read_s) << ", \"write_gbps\": " << json_num(r.write_gbps)
-      << ", \"read_gbps\": " << json_num(r.read_gbps) << ", \"memcpy_gbps\": " << json_num(r.memcpy_gbps)
-      << ", \"ok\": " << (r.ok ? "true" : "false") << "}";
-  }
-  f << "], \"prealloc\": [";
-  for (std::size_t i = 0; i < rep.prealloc.size(); ++i) {
-    const auto& p = rep.prealloc[i];
-    f << (i ? ", " : "") << "{\"mode\": " << json_str(p.mode) << ", \"size\": " << p.size
-      << ", \"gbps\": " << json_num(p.gbps) << "}";
-  }
-  f << "]}\n";
-  if (!f) return make_error(Errc::io_error, path + ": write failed");
-  return {};
+  Json transfers = Json::array();
+  for (const auto& r : rep.transfers)
+    transfers.push_back({{"mode", r.mode},
+                         {"size", r.size},
+                         {"processes", r.processes},
+                         {"write_s", r.write_s},
+                         {"read_s", r.read_s},
+                         {"first_write_s", r.cold_write_s},
+                         {"first_read_s", r.cold_read_s},
+                         {"write_gbps", r.write_gbps},
+                         {"read_gbps", r.read_gbps},
+                         {"memcpy_gbps", r.memcpy_gbps},
+                         {"ok", r.ok},
+                         {"write_samples_s", r.write_samples_s},
+                         {"read_samples_s", r.read_samples_s}});
+  Json prealloc = Json::array();
+  for (const auto& p : rep.prealloc) prealloc.push_back({{"mode", p.mode}, {"size", p.size}, {"gbps", p.gbps}});
+  const Json doc = {
+      {"machine", rep.machine}, {"repeats", rep.repeats}, {"transfers", transfers}, {"prealloc", prealloc}};
+  return write_json_file(doc, path);
 }
 
 }  // namespace cairn::bench

@@ -51,6 +51,9 @@ struct TransferRow {
   double cold_write_s = 0, cold_read_s = 0;  // the first transfer of a process
   double write_gbps = 0, read_gbps = 0;
   double memcpy_gbps = 0;  // the reference, same size, same run
+  // Every steady-state transfer's time (seconds, per process, in the order
+  // they ran) behind the medians, for an interval around them.
+  std::vector<double> write_samples_s, read_samples_s;
   bool ok = true;
   std::string error;
 };

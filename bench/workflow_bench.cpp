@@ -102,27 +102,31 @@ void print_workflow_report(const WorkflowReport& rep, std::ostream& out) {
 }
 
 Result<void> write_workflow_json(const WorkflowReport& rep, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) return make_error(Errc::io_error, path + ": cannot write the JSON report");
   const auto& o = rep.options;
-  f << "{\"machine\": " << json_str(rep.machine) << ", \"cycles\": " << o.cycles << ", \"parts\": " << o.parts
-    << ", \"level_min\": " << o.level_min << ", \"level_max\": " << o.level_max << ", \"sweeps\": " << o.sweeps
-    << ", \"repeats\": " << o.repeats << ", \"tmpfs_dir\": " << json_str(o.tmpfs_dir)
-    << ", \"checksums_equal\": " << (rep.checksums_equal ? "true" : "false") << ", \"rows\": [";
-  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
-    const auto& r = rep.rows[i];
-    f << (i ? ", " : "") << "{\"coupling\": " << json_str(r.coupling) << ", \"leaves\": " << r.leaves
-      << ", \"bytes\": " << r.bytes << ", \"total_s\": " << json_num(r.total_s)
-      << ", \"transfer_s\": " << json_num(r.transfer_s) << ", \"compute_s\": " << json_num(r.compute_s)
-      << ", \"launch_s\": " << json_num(r.launch_s) << ", \"runs\": [";
-    for (std::size_t k = 0; k < r.runs.size(); ++k)
-      f << (k ? ", " : "") << "{\"total_s\": " << json_num(r.runs[k].total_s)
-        << ", \"transfer_s\": " << json_num(r.runs[k].transfer_s) << "}";
-    f << "]}";
+  Json rows = Json::array();
+  for (const auto& r : rep.rows) {
+    Json runs = Json::array();
+    for (const auto& run : r.runs) runs.push_back({{"total_s", run.total_s}, {"transfer_s", run.transfer_s}});
+    rows.push_back({{"coupling", r.coupling},
+                    {"leaves", r.leaves},
+                    {"bytes", r.bytes},
+                    {"total_s", r.total_s},
+                    {"transfer_s", r.transfer_s},
+                    {"compute_s", r.compute_s},
+                    {"launch_s", r.launch_s},
+                    {"runs", runs}});
   }
-  f << "]}\n";
-  if (!f) return make_error(Errc::io_error, path + ": write failed");
-  return {};
+  const Json doc = {{"machine", rep.machine},
+                    {"cycles", o.cycles},
+                    {"parts", o.parts},
+                    {"level_min", o.level_min},
+                    {"level_max", o.level_max},
+                    {"sweeps", o.sweeps},
+                    {"repeats", o.repeats},
+                    {"tmpfs_dir", o.tmpfs_dir},
+                    {"checksums_equal", rep.checksums_equal},
+                    {"rows", rows}};
+  return write_json_file(doc, path);
 }
 
 }  // namespace cairn::bench

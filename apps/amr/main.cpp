@@ -18,6 +18,7 @@
 
 #include "apps/amr/amr.hpp"
 #include "cairn/extended/pool.hpp"
+#include "util/json.hpp"
 
 int main(int argc, char** argv) {
   namespace amr = cairn::apps::amr;
@@ -113,19 +114,27 @@ int main(int argc, char** argv) {
               x.volume, x.volume0, rel, x.shape_error, static_cast<unsigned long long>(x.checksum),
               ok ? "VERIFIED" : "NOT VERIFIED (volume not conserved)");
   if (!json.empty()) {
-    std::ofstream f(json);
-    char buf[800];
-    std::snprintf(buf, sizeof buf,
-                  "{\"size\": %d, \"level_min\": %d, \"steps\": %llu, \"first_step\": %llu, \"leaves\": %llu, "
-                  "\"volume0\": %.17g, \"volume\": %.17g, \"shape_error\": %.17g, \"checksum\": \"%016llx\", "
-                  "\"seconds\": %.6f, \"persist_seconds\": %.6f, \"restore_seconds\": %.6f, "
-                  "\"strategy\": \"%s\", \"nvm_store_bytes\": %llu, \"verified\": %s}\n",
-                  c.level_max, c.level_min, static_cast<unsigned long long>(x.steps),
-                  static_cast<unsigned long long>(x.first_step), static_cast<unsigned long long>(x.leaves), x.volume0,
-                  x.volume, x.shape_error, static_cast<unsigned long long>(x.checksum), x.seconds, x.persist_seconds,
-                  x.restore_seconds, strategy.c_str(), static_cast<unsigned long long>(64 * x.nvm_store_lines),
-                  ok ? "true" : "false");
-    f << buf;
+    char checksum[24];
+    std::snprintf(checksum, sizeof checksum, "%016llx", static_cast<unsigned long long>(x.checksum));
+    const cairn::util::Json doc = {{"size", c.level_max},
+                                   {"level_min", c.level_min},
+                                   {"steps", x.steps},
+                                   {"first_step", x.first_step},
+                                   {"leaves", x.leaves},
+                                   {"volume0", x.volume0},
+                                   {"volume", x.volume},
+                                   {"shape_error", x.shape_error},
+                                   {"checksum", checksum},
+                                   {"seconds", x.seconds},
+                                   {"persist_seconds", x.persist_seconds},
+                                   {"restore_seconds", x.restore_seconds},
+                                   {"strategy", strategy},
+                                   {"nvm_store_bytes", 64 * x.nvm_store_lines},
+                                   {"verified", ok}};
+    if (auto w = cairn::util::write_json_file(doc, json); !w.ok()) {
+      std::fprintf(stderr, "amr: --json: %s\n", w.error().message.c_str());
+      return 1;
+    }
   }
   return ok ? 0 : 1;
 }

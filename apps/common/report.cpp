@@ -2,8 +2,6 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "apps/common/app.hpp"
 #include "util/json.hpp"
@@ -16,11 +14,6 @@ std::string hex(std::uint64_t v) {
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
   return buf;
 }
-
-using util::json_str;
-
-// Reports keep 9 significant digits (times in seconds to nanoseconds).
-std::string json_num(double v) { return util::json_num(v, 9); }
 
 }  // namespace
 
@@ -50,32 +43,28 @@ void print_report(const Report& r, bool quiet) {
 }
 
 Result<void> write_json(const Report& r, const std::string& path) {
-  std::ostringstream o;
   const auto& v = r.verification;
-  o << "{\n"
-    << "  \"app\": " << json_str(r.app) << ",\n"
-    << "  \"strategy\": " << json_str(r.strategy) << ",\n"
-    << "  \"describe\": " << json_str(r.describe) << ",\n"
-    << "  \"threads\": " << r.threads << ",\n"
-    << "  \"iterations\": " << r.iterations << ",\n"
-    << "  \"start_iteration\": " << r.start_iteration << ",\n"
-    << "  \"persist_every\": " << r.persist_every << ",\n"
-    << "  \"verified\": " << (v.passed ? "true" : "false") << ",\n"
-    << "  \"verified_quantity\": " << json_str(v.quantity) << ",\n"
-    << "  \"verified_value\": " << json_num(v.value) << ",\n"
-    << "  \"tolerance\": " << json_num(v.tolerance) << ",\n"
-    << "  \"checksum\": \"" << hex(r.checksum) << "\",\n"
-    << "  \"state_bytes\": " << r.state_bytes << ",\n"
-    << "  \"compute_seconds\": " << json_num(r.compute_seconds) << ",\n"
-    << "  \"commit_seconds\": " << json_num(r.commit_seconds) << ",\n"
-    << "  \"open_seconds\": " << json_num(r.open_seconds) << ",\n"
-    << "  \"restore_seconds\": " << json_num(r.restore_seconds) << ",\n"
-    << "  \"total_seconds\": " << json_num(r.total_seconds) << ",\n"
-    << "  \"commits\": " << r.commits << ",\n"
-    << "  \"nvm_bytes_written\": " << r.nvm_bytes_written << "\n"
-    << "}\n";
-  std::ofstream f(path);
-  if (!(f << o.str()) || !f.flush())
+  const util::Json doc = {{"app", r.app},
+                          {"strategy", r.strategy},
+                          {"describe", r.describe},
+                          {"threads", r.threads},
+                          {"iterations", r.iterations},
+                          {"start_iteration", r.start_iteration},
+                          {"persist_every", r.persist_every},
+                          {"verified", v.passed},
+                          {"verified_quantity", v.quantity},
+                          {"verified_value", v.value},
+                          {"tolerance", v.tolerance},
+                          {"checksum", hex(r.checksum)},
+                          {"state_bytes", r.state_bytes},
+                          {"compute_seconds", r.compute_seconds},
+                          {"commit_seconds", r.commit_seconds},
+                          {"open_seconds", r.open_seconds},
+                          {"restore_seconds", r.restore_seconds},
+                          {"total_seconds", r.total_seconds},
+                          {"commits", r.commits},
+                          {"nvm_bytes_written", r.nvm_bytes_written}};
+  if (auto w = util::write_json_file(doc, path); !w.ok())
     return make_error(Errc::io_error, "--json " + path + ": cannot write the report; check the directory exists");
   return {};
 }

@@ -20,6 +20,7 @@
 #include "apps/workflow/mesh.hpp"
 #include "apps/workflow/progress.hpp"
 #include "cairn/cairn.h"
+#include "util/json.hpp"
 
 extern char** environ;
 
@@ -482,30 +483,18 @@ void print_report(const Report& r, std::ostream& out) {
 }
 
 Result<void> write_report_json(const Report& r, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) return make_error(Errc::io_error, "cannot write " + path);
-  char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "{\"coupling\": \"%s\", \"checksum\": \"%016llx\", \"leaves\": %zu, \"integral\": %.17g, "
-                "\"max\": %.17g, \"verified\": %s, \"steps_run\": %d, \"first_step\": %d, \"reruns\": %d, "
-                "\"total_s\": %.6f, \"transfer_s\": %.6f, \"compute_s\": %.6f, \"launch_s\": %.6f, \"components\": {",
-                r.coupling.c_str(), static_cast<unsigned long long>(r.checksum), r.leaves, r.integral, r.max_value,
-                r.mesh_error.empty() ? "true" : "false", r.steps_run, r.first_step, r.reruns, r.total_s, r.transfer_s,
-                r.compute_s, r.launch_s());
-  f << buf;
-  bool first = true;
-  for (const auto& [name, t] : r.components) {
-    std::snprintf(buf, sizeof buf,
-                  "%s\"%s\": {\"runs\": %d, \"read_s\": %.6f, \"compute_s\": %.6f, \"write_s\": %.6f, "
-                  "\"bytes_in\": %llu, \"bytes_out\": %llu}",
-                  first ? "" : ", ", name.c_str(), t.runs, t.read_s, t.compute_s, t.write_s,
-                  static_cast<unsigned long long>(t.bytes_in), static_cast<unsigned long long>(t.bytes_out));
-    f << buf;
-    first = false;
-  }
-  f << "}}\n";
-  if (!f) return make_error(Errc::io_error, "cannot write " + path);
-  return {};
+  char checksum[24];
+  std::snprintf(checksum, sizeof checksum, "%016llx", static_cast<unsigned long long>(r.checksum));
+  util::Json components = util::Json::object();
+  for (const auto& [name, t] : r.components)
+    components[name] = {{"runs", t.runs},       {"read_s", t.read_s},     {"compute_s", t.compute_s},
+                        {"write_s", t.write_s}, {"bytes_in", t.bytes_in}, {"bytes_out", t.bytes_out}};
+  const util::Json doc = {{"coupling", r.coupling},   {"checksum", checksum},       {"leaves", r.leaves},
+                          {"integral", r.integral},   {"max", r.max_value},         {"verified", r.mesh_error.empty()},
+                          {"steps_run", r.steps_run}, {"first_step", r.first_step}, {"reruns", r.reruns},
+                          {"total_s", r.total_s},     {"transfer_s", r.transfer_s}, {"compute_s", r.compute_s},
+                          {"launch_s", r.launch_s()}, {"components", components}};
+  return util::write_json_file(doc, path);
 }
 
 }  // namespace cairn::apps::workflow

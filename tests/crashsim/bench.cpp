@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tests/crashsim/crashsim.hpp"
+#include "util/json.hpp"
 
 namespace cairn::testing::crashsim {
 namespace {
@@ -86,6 +87,7 @@ std::vector<BenchRow> run_bench(const BenchOptions& o) {
         o.log(line);
       }
     }
+    row.rates = rates;
     std::sort(rates.begin(), rates.end());
     row.median = rates[rates.size() / 2];
     row.min = rates.front();
@@ -114,17 +116,18 @@ std::string bench_table(const std::vector<BenchRow>& rows) {
 }
 
 std::string bench_json(const std::vector<BenchRow>& rows) {
-  std::ostringstream o;
-  o << "[\n";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto& r = rows[i];
-    o << "  {\"row\": \"" << r.name << "\", \"states_per_s\": " << r.median << ", \"min\": " << r.min
-      << ", \"max\": " << r.max << ", \"goal\": " << r.goal << ", \"states\": " << r.states
-      << ", \"passed\": " << (r.passed ? "true" : "false") << ", \"config\": \"" << r.config << "\"}"
-      << (i + 1 < rows.size() ? "," : "") << "\n";
-  }
-  o << "]\n";
-  return o.str();
+  util::Json out = util::Json::array();
+  for (const auto& r : rows)
+    out.push_back({{"row", r.name},
+                   {"states_per_s", r.median},
+                   {"min", r.min},
+                   {"max", r.max},
+                   {"goal", r.goal},
+                   {"states", r.states},
+                   {"passed", r.passed},
+                   {"config", r.config},
+                   {"rates", r.rates}});
+  return out.dump(2) + "\n";
 }
 
 }  // namespace cairn::testing::crashsim

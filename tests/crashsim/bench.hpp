@@ -21,8 +21,9 @@ struct BenchRow {
   double goal = 0;     // states per second the issue asks for (0: informative)
   double median = 0;   // states per second, median of the repetitions
   double min = 0, max = 0;
-  std::uint64_t states = 0;  // per repetition (last one)
-  bool passed = true;        // every state of every repetition passed
+  std::vector<double> rates;  // states per second of every repetition, in the order they ran
+  std::uint64_t states = 0;   // per repetition (last one)
+  bool passed = true;         // every state of every repetition passed
   bool meets() const { return goal <= 0 || median >= goal; }
 };
 

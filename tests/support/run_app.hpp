@@ -1,6 +1,6 @@
 // run_app.hpp — for tests that run a program end to end (an app, the cairn
-// tool): run it with its output captured, and read values of the flat JSON
-// report (one key per line) the apps write with --json.
+// tool): run it with its output captured, and read values of the JSON
+// report the apps write with --json.
 #pragma once
 
 #include <fcntl.h>
@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "util/json.hpp"
 
 namespace cairn::testing {
 
@@ -71,19 +73,15 @@ inline Outcome run_app(const std::string& path, const std::vector<std::string>& 
   return o;
 }
 
-// One value of a flat JSON report, "<missing KEY>" if absent.
+// One top-level value of a JSON report (util::read_json_file): a string as
+// is, anything else as JSON text ("true", "42"); "<missing KEY>" if absent,
+// "<unreadable PATH>" if the file is not JSON.
 inline std::string json_value(const std::string& path, const std::string& key) {
-  std::ifstream in(path);
-  const std::string tag = "\"" + key + "\": ";
-  for (std::string line; std::getline(in, line);) {
-    const auto at = line.find(tag);
-    if (at == std::string::npos) continue;
-    std::string v = line.substr(at + tag.size());
-    if (!v.empty() && v.back() == ',') v.pop_back();
-    if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
-    return v;
-  }
-  return "<missing " + key + ">";
+  auto doc = util::read_json_file(path);
+  if (!doc.ok() || !doc.value().is_object()) return "<unreadable " + path + ">";
+  const auto it = doc.value().find(key);
+  if (it == doc.value().end()) return "<missing " + key + ">";
+  return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
 // The apps' restart tests, parameterised by (variant, strategy): a test name

@@ -15,26 +15,13 @@
 #include "cairn/persist.hpp"
 #include "tests/support/run_app.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "util/json.hpp"
 
 namespace cairn {
 namespace {
 
 testing::Outcome cairn_tool(const std::vector<std::string>& args) {
   return testing::run_program(CAIRN_TOOL_PATH, args);
-}
-
-// The value of "key": in one JSON line: a string without its quotes, or a number's text.
-std::string field(const std::string& line, const std::string& key) {
-  const std::string k = "\"" + key + "\": ";
-  const auto at = line.find(k);
-  if (at == std::string::npos) return "<missing>";
-  auto b = at + k.size();
-  if (line[b] == '"') {
-    const auto e = line.find('"', b + 1);
-    return line.substr(b + 1, e - b - 1);
-  }
-  const auto e = line.find_first_of(",}", b);
-  return line.substr(b, e - b);
 }
 
 TEST(BenchStrategies, RunsEndToEndAtATinySize) {
@@ -47,33 +34,30 @@ TEST(BenchStrategies, RunsEndToEndAtATinySize) {
   EXPECT_NE(r.output.find("| profile | strategy | commit ms |"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Goals: "), std::string::npos) << r.output;
 
-  std::ifstream in(json);
-  ASSERT_TRUE(in) << json;
-  std::stringstream all;
-  all << in.rdbuf();
-  const std::string text = all.str();
-  EXPECT_EQ(text.front(), '{');
-  EXPECT_NE(text.find("\"size_bytes\": 4194304"), std::string::npos);
-  EXPECT_NE(text.find("\"baselines\": ["), std::string::npos);
+  auto read = util::read_json_file(json);
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  const util::Json& doc = read.value();
+  EXPECT_EQ(doc.at("size_bytes"), 4194304);
+  EXPECT_TRUE(doc.at("baselines").is_array());
 
   std::map<std::string, int> seen;  // "profile/strategy" → rows
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.find("\"strategy\": ") == std::string::npos) continue;
-    const std::string key = field(line, "profile") + "/" + field(line, "strategy");
+  for (const auto& row : doc.at("rows")) {
+    const std::string key = row.at("profile").get<std::string>() + "/" + row.at("strategy").get<std::string>();
     ++seen[key];
-    EXPECT_EQ(field(line, "status"), "ok") << key << ": " << field(line, "reason");
+    EXPECT_EQ(row.at("status"), "ok") << key << ": " << row.at("reason");
     for (const char* t : {"commit_ms", "partial_commit_ms", "restore_ms", "rollback_ms", "open_ms"})
-      EXPECT_GT(std::strtod(field(line, t).c_str(), nullptr), 0.0) << key << " " << t;
-    EXPECT_GT(std::strtod(field(line, "nvm_bytes_per_commit").c_str(), nullptr), 0.0) << key;
-    EXPECT_EQ(field(line, "restore_verified"), "true") << key;
+      EXPECT_GT(row.at(t).get<double>(), 0.0) << key << " " << t;
+    EXPECT_GT(row.at("nvm_bytes_per_commit").get<double>(), 0.0) << key;
+    EXPECT_EQ(row.at("restore_verified"), true) << key;
+    // One repetition: its commit sample is the median.
+    ASSERT_EQ(row.at("commit_samples_ms").size(), 1u) << key;
+    EXPECT_DOUBLE_EQ(row.at("commit_samples_ms")[0].get<double>(), row.at("commit_ms").get<double>()) << key;
     // The incremental strategies measure the same partial iterations
     // without incremental, and the application's writes both ways.
-    const std::string strategy = field(line, "strategy");
+    const std::string strategy = row.at("strategy");
     if (strategy == "nt-copy" || strategy == "dram-cache") {
       for (const char* t : {"partial_full_commit_ms", "partial_write_ms", "partial_write_untracked_ms"}) {
-        EXPECT_GT(std::strtod(field(line, t).c_str(), nullptr), 0.0) << key << " " << t;
+        EXPECT_GT(row.at(t).get<double>(), 0.0) << key << " " << t;
       }
     }
   }

@@ -135,8 +135,6 @@ std::string magic_chars(std::uint64_t m) {
   return s;
 }
 
-using util::json_str;
-
 // Opening a FIFO would block and a device has no meaningful size: refuse
 // anything that exists and is neither a regular file nor a directory (the
 // pool layer reports directories itself).
@@ -225,39 +223,32 @@ int run_info(const InfoArgs& a) {
   const char* mode = devices::flush_mode_name(p.flush_mode());
 
   if (a.json) {
-    std::ostringstream j;
-    j << "{\n";
-    j << "  \"path\": " << json_str(a.path) << ",\n";
-    j << "  \"magic\": " << json_str(hex64(h.magic)) << ",\n";
-    j << "  \"magic_ok\": " << (h.magic == kMagic ? "true" : "false") << ",\n";
-    j << "  \"layout_version\": " << h.layout_version << ",\n";
-    j << "  \"uuid\": " << json_str(uuid_text(h.uuid)) << ",\n";
-    j << "  \"pool_size\": " << h.pool_size << ",\n";
-    j << "  \"create_time_ns\": " << h.create_time_ns << ",\n";
-    j << "  \"create_time\": " << json_str(time_text(h.create_time_ns)) << ",\n";
-    j << "  \"arena_offset\": " << h.arena_offset << ",\n";
-    j << "  \"block_size\": " << h.block_size << ",\n";
-    j << "  \"block_count\": " << h.block_count << ",\n";
-    j << "  \"arena_high_water_blocks\": " << high_water << ",\n";
-    j << "  \"arena_high_water_bytes\": " << high_water * h.block_size << ",\n";
-    j << "  \"header_copies_ok\": [" << (health.header0_ok ? "true" : "false") << ", "
-      << (health.header1_ok ? "true" : "false") << "],\n";
-    j << "  \"root_tables_ok\": [" << (health.table0_ok ? "true" : "false") << ", "
-      << (health.table1_ok ? "true" : "false") << "],\n";
-    j << "  \"root_selector\": " << health.selector << ",\n";
-    j << "  \"live_root_table\": " << health.live_table << ",\n";
-    j << "  \"root_generation\": " << p.root_generation() << ",\n";
-    j << "  \"roots\": [";
-    for (std::size_t i = 0; i < roots.size(); ++i)
-      j << (i ? ", " : "") << "{\"slot\": " << roots[i].first << ", \"offset\": " << roots[i].second.offset
-        << ", \"version\": " << roots[i].second.version << "}";
-    j << "],\n";
-    j << "  \"is_pmem\": " << (p.is_pmem() ? "true" : "false") << ",\n";
-    j << "  \"flush_mode\": " << json_str(mode) << ",\n";
-    j << "  \"problems\": [";
-    for (std::size_t i = 0; i < health.problems.size(); ++i) j << (i ? ", " : "") << json_str(health.problems[i]);
-    j << "]\n}\n";
-    std::cout << j.str();
+    util::Json listed_roots = util::Json::array();
+    for (const auto& [slot, root] : roots)
+      listed_roots.push_back({{"slot", slot}, {"offset", root.offset}, {"version", root.version}});
+    const util::Json j = {{"path", a.path},
+                          {"magic", hex64(h.magic)},
+                          {"magic_ok", h.magic == kMagic},
+                          {"layout_version", h.layout_version},
+                          {"uuid", uuid_text(h.uuid)},
+                          {"pool_size", h.pool_size},
+                          {"create_time_ns", h.create_time_ns},
+                          {"create_time", time_text(h.create_time_ns)},
+                          {"arena_offset", h.arena_offset},
+                          {"block_size", h.block_size},
+                          {"block_count", h.block_count},
+                          {"arena_high_water_blocks", high_water},
+                          {"arena_high_water_bytes", high_water * h.block_size},
+                          {"header_copies_ok", {health.header0_ok, health.header1_ok}},
+                          {"root_tables_ok", {health.table0_ok, health.table1_ok}},
+                          {"root_selector", health.selector},
+                          {"live_root_table", health.live_table},
+                          {"root_generation", p.root_generation()},
+                          {"roots", listed_roots},
+                          {"is_pmem", p.is_pmem()},
+                          {"flush_mode", mode},
+                          {"problems", health.problems}};
+    std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
 
