@@ -63,7 +63,9 @@
  * Refused with a message (never a silently different simulation): a pool of
  * another case (a hash of the simulation as written at step 0, modules
  * aside), of another dimension, with another variable list or cell layout,
- * or written for another domain (the box graph, in the header), and parallel runs.
+ * or written for another domain (the box graph, in the header) or another
+ * process count. Several boxes and parallel runs: see "the boxes" and
+ * "parallel runs" below.
  *
  * Testing hooks: CAIRN_GERRIS_KILL_AT=N raises SIGKILL at step N just before
  * that step's persist, once the persist before it is durable;
@@ -81,6 +83,9 @@
 #include <time.h>
 
 #include "cairn/cairn.h"
+#ifdef CAIRN_GERRIS_DIST
+#include "cairn_gerris_dist.h"
+#endif
 
 #define CP_MAGIC "CAIRNGFS"
 #define CP_FORMAT 3u
@@ -139,6 +144,14 @@ typedef struct {
   guint forest_levels; /* routing levels above the boxes in the PM-octree (the boxes) */
   gchar* graph;        /* box_graph: the domain, recorded in the header */
   int rank, ranks;     /* this process and the processes of the run (0 and 1 when serial) */
+  /* Parallel runs (see "Parallel runs"): two lanes of pools, each its own
+   * PM-octree and header slots, the step of agreed version V in lane V % 2. */
+  gboolean parallel;
+  gchar* base_name;           /* the event's name; a lane's pools are NAME.a / NAME.b */
+  cairn_octree* lane_tree[2]; /* p->tree is lane_tree[p->lane] */
+  guint lane;
+  gboolean pending; /* a persist staged and not yet agreed on */
+  guint64 pending_step, pending_version;
   GPtrArray* events;   /* the simulation's events at the first call: their identity by position */
   guint64 signature;   /* hash of the case at step 0 */
   cairn_octree* tree;  /* octree mode */
@@ -888,14 +901,37 @@ static void persist_wait(CairnPersist* p) {
   persist_written(p);
 }
 
+static void use_lane(CairnPersist* p, guint lane);
+#ifdef CAIRN_GERRIS_DIST
+static void agree(CairnPersist* p);
+#endif
+
+static void agree_pending(CairnPersist* p) {
+#ifdef CAIRN_GERRIS_DIST
+  if (p->parallel) agree(p);
+#else
+  (void)p;
+#endif
+}
+
 static void persist_octree(CairnPersist* p, GfsSimulation* sim) {
   persist_wait(p);
+  if (p->parallel) {
+#ifdef CAIRN_GERRIS_DIST
+    agree_pending(p); /* the step before, durable here: agreed once durable everywhere */
+    use_lane(p, (guint)((cp_dist_version() + 1) % 2));
+#endif
+  }
   persist_stage(p, sim, &p->staged);
+  p->pending = p->parallel;
+  p->pending_step = sim->time.i;
+  p->pending_version = p->staged.next;
   if (p->async)
     p->writer = g_thread_new("cairn-persist", persist_write, &p->staged);
   else {
     persist_write(&p->staged);
     persist_written(p);
+    agree_pending(p);
   }
 }
 
@@ -923,7 +959,8 @@ static void copy_payload(CairnPersist* p, const Node* n, FttCell* cell, gpointer
   if (n->payload) payload_to_cell(p, n->payload, cell);
 }
 
-static void restore_octree(CairnPersist* p, GfsSimulation* sim) {
+/* Restores the PM-octree at octree_path into p->tree, without touching Gerris. */
+static void open_tree(CairnPersist* p, GfsSimulation* sim) {
   gchar* path = octree_path(p);
   cairn_octree_options o;
   cairn_octree_options_init(&o);
@@ -950,6 +987,12 @@ static void restore_octree(CairnPersist* p, GfsSimulation* sim) {
     cp_fail(p, "%s holds another dimension or cell layout (%s)", path, cairn_errormsg());
   }
   if (rc != 0) cp_fail(p, "cannot resume from %s: %s", path, cairn_errormsg());
+  g_free(path);
+}
+
+static void restore_octree(CairnPersist* p, GfsSimulation* sim) {
+  open_tree(p, sim);
+  gchar* path = octree_path(p);
   guint64 version = cairn_octree_version(p->tree);
   gchar* uri = stream_uri(p, version % 2 ? "hdr1" : "hdr0");
   FILE* f = cairn_stream_open(uri, "r", 0);
@@ -1220,11 +1263,107 @@ static gboolean resume_requested(const CairnPersist* p) {
   return p->resume_option > 0 || (e && strcmp(e, "0") != 0 && e[0] != '\0');
 }
 
+/* ---- parallel runs ---- */
+
+/* Parallel runs: every process persists the boxes it owns in pools of its
+ * own (DIR/NAME.rank<R>/, in dist's directory for its node), and a step
+ * becomes the run's through cairn::dist's collective commit
+ * (cairn_gerris_dist.cpp): once a process's persist of step n is durable,
+ * it commits a record {n, lane, PM-octree version} as dist version V, and
+ * dist agrees on V once every process's record is durable. A process's
+ * PM-octree restores only its newest version, and a process may have
+ * persisted step n+1 while another died before: so each process keeps two
+ * lanes of pools, V's persist going to lane V % 2 only after V - 1 was
+ * agreed on (the persist of V is staged after the commit of V - 1), and
+ * lane G % 2 still holds the agreed version G on every process when any
+ * fails (dist.hpp's I1-I3). Asynchronous persists stay asynchronous: the
+ * commit of a step's record runs in Gerris's thread (MPI is initialised for
+ * one thread) at the next persist, once the writing thread is done, so a
+ * step is agreed during the step after it, a crash before that resuming the
+ * whole run one step earlier. The rank count that wrote the pools is
+ * recorded (DIR/NAME.ranks): a resume on another count is refused naming
+ * it (boxes are not redistributed). Octree mode only. */
+
+static void use_lane(CairnPersist* p, guint lane) {
+  p->lane = lane;
+  p->tree = p->lane_tree[lane];
+  g_free(p->name);
+  p->name = g_strdup_printf("%s.%c", p->base_name, 'a' + lane);
+}
+
+#ifdef CAIRN_GERRIS_DIST
+/* Agrees on the persist staged last, durable on this process by now. */
+static void agree(CairnPersist* p) {
+  if (!p->pending) return;
+  cp_dist_record r = {p->pending_step, p->lane, p->pending_version, 0};
+  guint64 version = 0;
+  char err[512];
+  if (cp_dist_commit(&r, &version, err, sizeof err) != 0) cp_fail(p, "the collective commit failed: %s", err);
+  p->pending = FALSE;
+}
+
+static gchar* ranks_path(const CairnPersist* p, const char* dir) {
+  return g_strdup_printf("%s/%s.ranks", dir, p->base_name);
+}
+
+/* Joins the run's agreement (collective) and moves the pools to this
+ * process's directory. On resume, `restored` is the agreed record. */
+static void start_parallel(CairnPersist* p, GfsSimulation* sim, cp_dist_record* restored) {
+  if (p->mode != CP_MODE_OCTREE)
+    cp_fail(p,
+            "a parallel run persists in mode = octree only (mode = stream reads Gerris's snapshot format, which "
+            "is written per process)");
+  const gboolean resume = resume_requested(p);
+  gchar* top = p->dir;
+  if (g_mkdir_with_parents(top, 0755) != 0) cp_fail(p, "cannot create the directory %s", top);
+  char storage[4096], err[1024];
+  if (cp_dist_open(top, p->base_name, resume, restored, &p->rank, &p->ranks, storage, sizeof storage, err,
+                   sizeof err) != 0)
+    cp_fail(p, "cannot join the run's agreement (cairn::dist): %s", err);
+  gchar* rpath = ranks_path(p, top);
+  if (resume) {
+    gchar* text = NULL;
+    if (g_file_get_contents(rpath, &text, NULL, NULL)) {
+      const int wrote = atoi(text);
+      g_free(text);
+      if (wrote != p->ranks)
+        cp_fail(p,
+                "the pools were written by a run on %d processes, this one runs on %d: resume it on %d (mpirun -np "
+                "%d), or remove %s/%s.* to start afresh",
+                wrote, p->ranks, wrote, wrote, top, p->base_name);
+    }
+    if (restored->dist_version == 0)
+      cp_fail(p, "cannot resume: no step was agreed on by every process of a run on %d processes in %s", p->ranks, top);
+  } else if (p->rank == 0) {
+    gchar* text = g_strdup_printf("%d\n", p->ranks);
+    GError* e = NULL;
+    if (!g_file_set_contents(rpath, text, -1, &e)) cp_fail(p, "cannot write %s: %s", rpath, e->message);
+    g_free(text);
+  }
+  g_free(rpath);
+  p->dir = g_strdup_printf("%s/%s.rank%d", storage, p->base_name, p->rank);
+  g_free(top);
+  (void)sim;
+}
+#endif
+
+static void open_tree(CairnPersist* p, GfsSimulation* sim);
+
 static void start(CairnPersist* p, GfsSimulation* sim) {
   GfsDomain* domain = GFS_DOMAIN(sim);
-  if (domain->pid >= 0) cp_fail(p, "a parallel run is not supported yet");
   p->rank = 0;
   p->ranks = 1;
+  p->base_name = g_strdup(p->name);
+#ifdef CAIRN_GERRIS_DIST
+  cp_dist_record restored;
+  memset(&restored, 0, sizeof restored);
+  if (domain->pid >= 0) {
+    p->parallel = TRUE;
+    start_parallel(p, sim, &restored);
+  }
+#else
+  if (domain->pid >= 0) cp_fail(p, "this module was built without MPI: it cannot persist a parallel run");
+#endif
   p->boxes = sorted_boxes(sim);
   if (p->boxes->len == 0) cp_fail(p, "the simulation has no box");
   p->forest_levels = 0;
@@ -1244,7 +1383,37 @@ static void start(CairnPersist* p, GfsSimulation* sim) {
   p->payload_size = sizeof(PayloadHead) + (p->solid_doubles + p->state_doubles) * sizeof(gdouble);
   if (g_mkdir_with_parents(p->dir, 0755) != 0) cp_fail(p, "cannot create the directory %s", p->dir);
 
-  if (resume_requested(p)) {
+  if (p->parallel) {
+#ifdef CAIRN_GERRIS_DIST
+    if (resume_requested(p)) {
+      /* the agreed step is in lane restored.lane; the other lane is only
+       * reopened, to be written next */
+      double t0 = now_seconds();
+      const guint lane = (guint)restored.lane & 1u;
+      use_lane(p, lane ^ 1u);
+      open_tree(p, sim);
+      p->lane_tree[lane ^ 1u] = p->tree;
+      use_lane(p, lane);
+      restore_octree(p, sim);
+      p->lane_tree[lane] = p->tree;
+      if (cairn_octree_version(p->tree) != restored.octree_version || sim->time.i != restored.step)
+        cp_fail(p,
+                "the agreed step %llu (PM-octree version %llu of lane %c) is not what this process's lane holds "
+                "(step %u, version %llu)",
+                (unsigned long long)restored.step, (unsigned long long)restored.octree_version, 'a' + lane, sim->time.i,
+                (unsigned long long)cairn_octree_version(p->tree));
+      align_vof_sweeps(sim);
+      fprintf(stderr, "CairnPersist: rank %d resumed at step %u (agreed version %llu) t = %.17g in %.6f s\n", p->rank,
+              sim->time.i, (unsigned long long)restored.dist_version, sim->time.t, now_seconds() - t0);
+    } else {
+      for (guint lane = 0; lane < 2; lane++) {
+        use_lane(p, lane);
+        create_octree(p, sim);
+        p->lane_tree[lane] = p->tree;
+      }
+    }
+#endif
+  } else if (resume_requested(p)) {
     double t0 = now_seconds();
     if (p->mode == CP_MODE_OCTREE)
       restore_octree(p, sim);
@@ -1279,8 +1448,15 @@ static gboolean cairn_persist_event(GfsEvent* event, GfsSimulation* sim) {
   if (!(*parent->event)(event, sim)) return FALSE;
 
   const char* kill_at = getenv("CAIRN_GERRIS_KILL_AT");
-  if (kill_at && sim->time.i == (guint)atoi(kill_at) && !resume_requested(p)) {
+  const char* kill_rank = getenv("CAIRN_GERRIS_KILL_RANK");
+  if (kill_at && sim->time.i == (guint)atoi(kill_at) && !resume_requested(p) &&
+      (kill_rank == NULL || atoi(kill_rank) == p->rank)) {
     persist_wait(p); /* the step before is durable: the resume is at it */
+    if (p->parallel) {
+      agree_pending(p); /* and agreed on by every process */
+      fprintf(stderr, "CairnPersist: rank %d killing itself at step %u\n", p->rank, sim->time.i);
+      fflush(stderr);
+    }
     raise(SIGKILL);
   }
 
@@ -1341,6 +1517,16 @@ static void cairn_persist_write(GtsObject* o, FILE* fp) {
 static void cairn_persist_destroy(GtsObject* o) {
   CairnPersist* p = CAIRN_PERSIST(o);
   persist_wait(p); /* the last step's persist, durable before the process ends */
+#ifdef CAIRN_GERRIS_DIST
+  if (p->parallel) {
+    char err[256];
+    guint64 version = 0;
+    cp_dist_record r = {p->pending_step, p->lane, p->pending_version, 0};
+    /* and agreed on, where MPI is still there (Gerris may have finalized it) */
+    if (p->pending && cp_dist_commit(&r, &version, err, sizeof err) == 0) p->pending = FALSE;
+    cp_dist_close();
+  }
+#endif
   if (p->persists && getenv("CAIRN_GERRIS_STATS"))
     fprintf(stderr, "CairnPersist: %s mode: %llu persists, %.1f bytes/persist, %.1f cells/persist, %.3f ms/persist\n",
             p->mode == CP_MODE_OCTREE ? "octree" : "stream", (unsigned long long)p->persists,
@@ -1352,7 +1538,14 @@ static void cairn_persist_destroy(GtsObject* o) {
             1e3 * p->gather_s / p->persists, 1e3 * p->header_s / p->persists, 1e3 * p->wait_s / p->persists,
             p->async ? "beside the next step" : "in Gerris's thread", 1e3 * p->follow_s / p->persists,
             1e3 * p->write_s / p->persists);
-  if (p->tree) cairn_octree_close(&p->tree);
+  if (p->parallel) {
+    for (int lane = 0; lane < 2; lane++)
+      if (p->lane_tree[lane]) cairn_octree_close(&p->lane_tree[lane]);
+    p->tree = NULL;
+  } else if (p->tree) {
+    cairn_octree_close(&p->tree);
+  }
+  g_free(p->base_name);
   if (p->events) g_ptr_array_free(p->events, TRUE);
   if (p->boxes) g_ptr_array_free(p->boxes, TRUE);
   g_free(p->graph);

@@ -15,6 +15,9 @@ resume at K-1 with the same end.gfs.
 nothing persisted, and (with --cairn, the `cairn` tool that stages the streams out and back in) a
 damaged header whose counts are hostile: a message and a failed resume, never a crash.
 
+--ranks N (with --cairn): the case on N processes, a rank killed under `cairn launch` and the job relaunched
+(check_parallel).
+
 K is random; CAIRN_GERRIS_TEST_SEED=N repeats a run (the seed is printed).
 """
 import argparse
@@ -142,6 +145,87 @@ def check_case(args):
     print("PASS")
 
 
+def mpirun_env(extra):
+    env = dict(os.environ, CAIRN_GERRIS_STATS="1", OMPI_MCA_rmaps_base_oversubscribe="1", **MPI_ENV)
+    for k in ("CAIRN_GERRIS_KILL_AT", "CAIRN_GERRIS_KILL_RANK", "CAIRN_GERRIS_RESUME"):
+        env.pop(k, None)
+    env.update(extra)
+    return env
+
+
+def run_parallel(args, workdir, gfs, ranks, extra, launcher=None):
+    """gerris on `ranks` processes: under mpirun, or under `cairn launch` (launcher = its argument list), whose
+    relaunch appends --resume, which the shell turns into CAIRN_GERRIS_RESUME=1 (gerris takes no such switch)."""
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(workdir, "case.gfs"), "w") as f:
+        f.write(gfs)
+    body = 'if [ "$1" = --resume ]; then export CAIRN_GERRIS_RESUME=1; fi; exec "$0" case.gfs'
+    if launcher:
+        cmd = launcher + ["-n", str(ranks), "--", "sh", "-c", body, args.gerris]
+    else:
+        cmd = ["mpirun", "--allow-run-as-root", "-n", str(ranks), args.gerris, "case.gfs"]
+    return subprocess.run(cmd, cwd=workdir, env=mpirun_env(extra), capture_output=True, text=True, timeout=240)
+
+
+def check_parallel(args):
+    """The case on --ranks processes (octree mode, asynchronous persists): uninterrupted under mpirun; then
+    under `cairn launch`, one random rank SIGKILLs itself at a random step K (CAIRN_GERRIS_KILL_AT/_RANK: once
+    the step before is agreed on by every process, it announces the kill and raises SIGKILL), the job dies
+    and is relaunched with the resume switch: every rank must resume at K-1, and Gerris's end.gfs and norms
+    must be the uninterrupted run's byte for byte. Then a resume on another process count is refused naming
+    the count that wrote the pools."""
+    case = os.path.splitext(os.path.basename(args.case))[0]
+    text = read(args.case)
+    iend = int(re.search(r"iend = (\d+)", text).group(1))
+    seed = int(os.environ.get("CAIRN_GERRIS_TEST_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    n = args.ranks
+    root = "/dev/shm/cairn-gerris-par-%s-%d" % (case, os.getpid())
+    shutil.rmtree(root, ignore_errors=True)
+    print("%s on %d processes: seed %d, work in %s" % (case, n, seed, root))
+    gfs = prepare(text, args.module, os.path.join(root, "pools"), "octree")
+    full = os.path.join(root, "full")
+    p = run_parallel(args, full, gfs, n, {})
+    if p.returncode != 0:
+        fail("%s: the uninterrupted run exited with %d\n%s" % (full, p.returncode, p.stderr))
+    norms = read(os.path.join(full, "norms")).splitlines()
+    if len(norms) != iend + 1 or norms[-1] != expected_norms(case):
+        fail("%s on %d processes: %d norms lines, the last\n  %s\nexpected %d lines ending\n  %s" %
+             (case, n, len(norms), norms[-1] if norms else "", iend + 1, expected_norms(case)))
+
+    k, victim = rng.randrange(2, iend), rng.randrange(n)
+    killed = os.path.join(root, "killed")
+    p = run_parallel(args, killed, gfs, n, {"CAIRN_GERRIS_KILL_AT": str(k), "CAIRN_GERRIS_KILL_RANK": str(victim)},
+                     launcher=[args.cairn, "launch", "--max-restarts", "1"])
+    if p.returncode != 0:
+        fail("%s: cairn launch exited with %d\n%s\n%s" % (killed, p.returncode, p.stdout, p.stderr))
+    if "rank %d killing itself at step %d" % (victim, k) not in p.stderr or "relaunching" not in p.stdout:
+        fail("%s: expected rank %d to die at step %d and the job to be relaunched:\n%s\n%s" %
+             (killed, victim, k, p.stdout, p.stderr))
+    resumed = sorted(int(r) for r, s in re.findall(r"rank (\d+) resumed at step (\d+)", p.stderr) if int(s) == k - 1)
+    if resumed != list(range(n)):
+        fail("%s: expected every rank to resume at step %d:\n%s" % (killed, k - 1, p.stderr))
+    if read(os.path.join(killed, "end.gfs"), "rb") != read(os.path.join(full, "end.gfs"), "rb"):
+        fail("%s: rank %d killed at step %d, resumed: end.gfs differs from the uninterrupted run" % (case, victim, k))
+    got = read(os.path.join(killed, "norms")).splitlines()
+    if got[:k] != norms[:k] or got[k:] != norms[k - 1:]:
+        fail("%s: rank %d killed at step %d, resumed: the norms differ from the uninterrupted run" % (case, victim, k))
+    print("%s on %d processes: rank %d killed at step %d under cairn launch, every rank resumed at %d, end.gfs "
+          "identical (%d bytes), norms identical" % (case, n, victim, k, k - 1, os.path.getsize(os.path.join(full, "end.gfs"))))
+
+    # the same domain on half the processes (Gerris itself needs the boxes' pids to exist)
+    other = n // 2 if n > 1 else 2
+    regrouped = re.sub(r"pid = (\d+)", lambda m: "pid = %d" % (int(m.group(1)) % other), gfs)
+    p = run_parallel(args, os.path.join(root, "other"), regrouped, other, {"CAIRN_GERRIS_RESUME": "1"})
+    words = "written by a run on %d processes, this one runs on %d" % (n, other)
+    if p.returncode == 0 or words not in p.stderr:
+        fail("resume on %d processes: expected a refusal mentioning '%s', got exit %d:\n%s" %
+             (other, words, p.returncode, p.stderr))
+    print("refused (%d processes): %s" % (other, [l for l in p.stderr.splitlines() if words in l][0]))
+    shutil.rmtree(root, ignore_errors=True)
+    print("PASS")
+
+
 def expect_refusal(gerris, workdir, gfs, words, env_extra=None):
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "case.gfs"), "w") as f:
@@ -260,9 +344,12 @@ def main():
                     help="comma-separated: stream, octree, octree-sync")
     ap.add_argument("--gerris3d")
     ap.add_argument("--module3d")
-    ap.add_argument("--cairn", help="the cairn tool (--bad-input: damaged headers)")
+    ap.add_argument("--cairn", help="the cairn tool (--bad-input: damaged headers; --ranks: cairn launch)")
+    ap.add_argument("--ranks", type=int, default=0, help="run on this many processes (check_parallel)")
     args = ap.parse_args()
-    if args.bad_input:
+    if args.ranks:
+        check_parallel(args)
+    elif args.bad_input:
         check_bad_input(args)
     else:
         check_case(args)
