@@ -103,8 +103,9 @@ int cairn_dist_create(MPI_Comm comm, const cairn_dist_options* options, cairn_di
  * of `use mpi`, or comm%MPI_VAL of mpi_f08), converted with MPI_Comm_f2c. */
 int cairn_dist_create_f(MPI_Fint comm, const cairn_dist_options* options, cairn_dist** out);
 
-/* Closes the context (before MPI_Finalize) and sets *ctx to NULL; *ctx ==
- * NULL is a no-op. What was committed stays in storage. Not collective. */
+/* Closes the context and sets *ctx to NULL; *ctx == NULL is a no-op. Every
+ * rank calls it before MPI_Finalize (it frees the context's communicators).
+ * What was committed stays in storage. */
 int cairn_dist_delete(cairn_dist** ctx);
 
 /* Registration, before open. Names are 1 to 47 characters, unique within a
