@@ -1284,6 +1284,11 @@ static gboolean resume_requested(const CairnPersist* p) {
  * recorded (DIR/NAME.ranks): a resume on another count is refused naming
  * it (boxes are not redistributed). Octree mode only. */
 
+/* DIR/NAME.ranks: the process count of the parallel run that wrote the pools. */
+static gchar* ranks_path(const CairnPersist* p, const char* dir) {
+  return g_strdup_printf("%s/%s.ranks", dir, p->base_name);
+}
+
 static void use_lane(CairnPersist* p, guint lane) {
   p->lane = lane;
   p->tree = p->lane_tree[lane];
@@ -1300,10 +1305,6 @@ static void agree(CairnPersist* p) {
   char err[512];
   if (cp_dist_commit(&r, &version, err, sizeof err) != 0) cp_fail(p, "the collective commit failed: %s", err);
   p->pending = FALSE;
-}
-
-static gchar* ranks_path(const CairnPersist* p, const char* dir) {
-  return g_strdup_printf("%s/%s.ranks", dir, p->base_name);
 }
 
 /* Joins the run's agreement (collective) and moves the pools to this
@@ -1382,6 +1383,15 @@ static void start(CairnPersist* p, GfsSimulation* sim) {
   p->solid_doubles = sim->solids->items ? CP_SOLID_DOUBLES : 0;
   p->payload_size = sizeof(PayloadHead) + (p->solid_doubles + p->state_doubles) * sizeof(gdouble);
   if (g_mkdir_with_parents(p->dir, 0755) != 0) cp_fail(p, "cannot create the directory %s", p->dir);
+  gchar* rpath = p->parallel ? NULL : ranks_path(p, p->dir);
+  if (rpath && resume_requested(p) && g_file_test(rpath, G_FILE_TEST_EXISTS)) {
+    gchar* text = NULL;
+    g_file_get_contents(rpath, &text, NULL, NULL);
+    cp_fail(p, "the pools were written by a run on %d processes, this one is serial: resume it on %d (mpirun -np %d)",
+            text ? atoi(text) : 0, text ? atoi(text) : 0, text ? atoi(text) : 0);
+  }
+  if (rpath && !resume_requested(p)) remove(rpath); /* a fresh serial run: no parallel run's pools resume */
+  g_free(rpath);
 
   if (p->parallel) {
 #ifdef CAIRN_GERRIS_DIST

@@ -215,15 +215,19 @@ def check_parallel(args):
     print("%s on %d processes: rank %d killed at step %d under cairn launch, every rank resumed at %d, end.gfs "
           "identical (%d bytes), norms identical" % (case, n, victim, k, k - 1, os.path.getsize(os.path.join(full, "end.gfs"))))
 
-    # the same domain on half the processes (Gerris itself needs the boxes' pids to exist)
-    other = n // 2 if n > 1 else 2
-    regrouped = re.sub(r"pid = (\d+)", lambda m: "pid = %d" % (int(m.group(1)) % other), gfs)
+    # the same domain on half the processes, or twice as many from 2 (Gerris itself needs the boxes' pids to
+    # exist; the case must have a box for each); then serially
+    other = n // 2 if n > 2 else 2 * n
+    regrouped = re.sub(r"id = (\d+) pid = \d+", lambda m: "id = %s pid = %d" % (m.group(1), (int(m.group(1)) - 1) % other),
+                       gfs)
     p = run_parallel(args, os.path.join(root, "other"), regrouped, other, {"CAIRN_GERRIS_RESUME": "1"})
     words = "written by a run on %d processes, this one runs on %d" % (n, other)
     if p.returncode == 0 or words not in p.stderr:
         fail("resume on %d processes: expected a refusal mentioning '%s', got exit %d:\n%s" %
              (other, words, p.returncode, p.stderr))
     print("refused (%d processes): %s" % (other, [l for l in p.stderr.splitlines() if words in l][0]))
+    expect_refusal(args.gerris, os.path.join(root, "serial"), gfs,
+                   "written by a run on %d processes, this one is serial" % n)
     shutil.rmtree(root, ignore_errors=True)
     print("PASS")
 
