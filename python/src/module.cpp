@@ -13,6 +13,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -23,19 +24,18 @@
 #include <utility>
 #include <vector>
 
+#include "cairn/octree.hpp"
 #include "cairn/persist.hpp"
 #include "cairn/stream.hpp"
-
-namespace py = pybind11;
+#include "common.hpp"
 
 namespace cairn::python {
+#ifdef CAIRN_PY_DIST
+void bind_dist(py::module_& m);  // dist.cpp
+#endif
 namespace {
 
 // ---- errors: cairn.Error and one subclass per Errc ----
-
-constexpr int kErrcCount = static_cast<int>(Errc::busy) + 1;
-PyObject* g_error_base = nullptr;                 // cairn.Error
-std::array<PyObject*, kErrcCount> g_errors = {};  // indexed by Errc; never released
 
 std::string class_name(Errc code) {  // "layout_mismatch" -> "LayoutMismatchError", "io_error" -> "IoError"
   std::string out;
@@ -79,50 +79,6 @@ void make_error_classes(py::module_& m) {
   }
 }
 
-[[noreturn]] void raise(const Error& e) {
-  const int i = static_cast<int>(e.code);
-  PyObject* cls = i > 0 && i < kErrcCount ? g_errors[i] : g_error_base;
-  py::object exc = py::reinterpret_borrow<py::object>(cls)(e.message);
-  exc.attr("message") = e.message;
-  PyErr_SetObject(cls, exc.ptr());
-  throw py::error_already_set();
-}
-
-void check(const Result<void>& r) {
-  if (!r.ok()) raise(r.error());
-}
-template <class T>
-T check(Result<T> r) {
-  if (!r.ok()) raise(r.error());
-  return std::move(r).value();
-}
-
-// Runs f without the GIL (its result is checked after, with the GIL: raising needs it).
-template <class F>
-auto unlocked(F&& f) {
-  py::gil_scoped_release released;
-  return f();
-}
-
-// ---- shapes and dtypes ----
-
-std::vector<py::ssize_t> to_shape(const py::object& shape) {
-  std::vector<py::ssize_t> out;
-  if (py::isinstance<py::int_>(shape))
-    out.push_back(shape.cast<py::ssize_t>());
-  else
-    for (auto d : shape) out.push_back(d.cast<py::ssize_t>());
-  for (auto d : out)
-    if (d <= 0) raise(make_error(Errc::invalid_argument, "a region's dimensions must be positive"));
-  return out;
-}
-
-std::size_t byte_count(const std::vector<py::ssize_t>& shape, const py::dtype& dt) {
-  std::size_t n = static_cast<std::size_t>(dt.itemsize());
-  for (auto d : shape) n *= static_cast<std::size_t>(d);
-  return n;
-}
-
 // ---- contexts ----
 
 // What the Python Context and every array over its memory share.
@@ -131,22 +87,6 @@ struct State {
   int views = 0;         // live arrays over the context's memory
   bool closing = false;  // close() was called while views were alive
 };
-
-// A numpy array over [data, data + bytes) that pins `state` while it lives.
-template <class S>
-py::array view_of(const std::shared_ptr<S>& state, void* data, const std::vector<py::ssize_t>& shape,
-                  const py::dtype& dt, bool writeable = true) {
-  auto* pin = new std::shared_ptr<S>(state);
-  ++state->views;
-  py::capsule base(pin, [](void* p) {
-    auto* pinned = static_cast<std::shared_ptr<S>*>(p);
-    if (--(*pinned)->views == 0 && (*pinned)->closing) (*pinned)->release();
-    delete pinned;
-  });
-  py::array a(dt, shape, {}, data, base);
-  if (!writeable) py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-  return a;
-}
 
 struct ContextState : State {
   void release() {
@@ -465,6 +405,271 @@ class StreamBinding {
   std::size_t pos_ = 0;
 };
 
+// ---- the PM-octree in bulk ----
+
+// An array that owns a std::vector's storage (no copy).
+template <class T>
+py::array owning_array(std::vector<T>&& v, std::vector<py::ssize_t> shape, const py::dtype& dt) {
+  auto* owned = new std::vector<T>(std::move(v));
+  py::capsule base(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array(dt, std::move(shape), {}, owned->data(), base);
+}
+
+// cairn.Octree's C++ side (python/cairn/__init__.py wraps it with the
+// payload's dtype). Every loop over leaves is here: masks are read and leaf
+// arrays filled in C++, through the bulk cursor (Octree::leaves) and the bulk
+// writer (Octree::write_leaves); refine and coarsen find a leaf's place in
+// the mask by its Morton key among the leaves' keys (leaves in Morton order
+// have increasing keys), without the GIL.
+class OctreeBinding {
+ public:
+  explicit OctreeBinding(std::unique_ptr<octree::Octree> t) : tree_(std::move(t)) {}
+
+  static octree::Options options(int dims, std::uint32_t payload_size) {
+    if (dims != 2 && dims != 3)
+      raise(make_error(Errc::invalid_argument, "octree dims " + std::to_string(dims) + ": 2 (quadtree) or 3 (octree)"));
+    octree::Options o;
+    o.dims = dims;
+    o.data_size = payload_size;
+    return o;
+  }
+  static std::unique_ptr<OctreeBinding> create(const std::string& path, int dims, std::uint32_t payload_size,
+                                               std::uint64_t pool_size, bool keep_previous, std::uint64_t first_version,
+                                               std::uint64_t dram_budget) {
+    auto o = options(dims, payload_size);
+    o.pool_size = pool_size;
+    o.keep_previous = keep_previous;
+    o.first_version = first_version;
+    o.dram_budget = dram_budget;
+    return std::make_unique<OctreeBinding>(check(unlocked([&] { return octree::Octree::create(path, o); })));
+  }
+  static std::unique_ptr<OctreeBinding> open(const std::string& path, int dims, std::uint32_t payload_size,
+                                             std::uint64_t version, bool background_gc, std::uint64_t dram_budget) {
+    auto o = options(dims, payload_size);
+    o.version = version;
+    o.background_gc = background_gc;
+    o.dram_budget = dram_budget;
+    return std::make_unique<OctreeBinding>(check(unlocked([&] { return octree::Octree::restore(path, o); })));
+  }
+
+  octree::Octree& live() {
+    if (!tree_) raise(make_error(Errc::not_ready, "the octree is closed"));
+    return *tree_;
+  }
+  void close() {
+    unlocked([&] { tree_.reset(); });  // joins a background collection
+  }
+  bool closed() const { return !tree_; }
+
+  // (coords (n, dims) uint32, levels (n,) uint8, payloads (n, payload_size) uint8), copies.
+  py::tuple leaves(bool coords, bool payloads) {
+    auto& t = live();
+    const auto dims = static_cast<std::size_t>(t.dims()), ds = static_cast<std::size_t>(t.data_size());
+    std::vector<std::uint32_t> xyz;
+    std::vector<std::uint8_t> levels;
+    std::vector<std::byte> data;
+    check(unlocked([&]() -> Result<void> {
+      auto cursor = t.leaves();
+      for (;;) {
+        auto batch = cursor.next();
+        if (!batch.ok()) return batch.error();
+        if (batch.value().empty()) return {};
+        for (const octree::LeafView& l : batch.value()) {
+          if (coords) {
+            xyz.push_back(l.octant.x), xyz.push_back(l.octant.y);
+            if (dims == 3) xyz.push_back(l.octant.z);
+            levels.push_back(static_cast<std::uint8_t>(l.octant.level));
+          }
+          if (payloads) data.insert(data.end(), l.data, l.data + ds);
+        }
+      }
+    }));
+    py::object c = py::none(), lv = py::none(), p = py::none();
+    if (coords) {
+      const auto n = static_cast<py::ssize_t>(levels.size());
+      c = owning_array(std::move(xyz), {n, static_cast<py::ssize_t>(dims)}, py::dtype::of<std::uint32_t>());
+      lv = owning_array(std::move(levels), {n}, py::dtype::of<std::uint8_t>());
+    }
+    if (payloads) {
+      const auto n = static_cast<py::ssize_t>(ds == 0 ? count() : data.size() / ds);
+      p = owning_array(std::move(data), {n, static_cast<py::ssize_t>(ds)}, py::dtype::of<std::uint8_t>());
+    }
+    return py::make_tuple(c, lv, p);
+  }
+
+  // Every leaf's payload from `values` (leaf_count * payload_size bytes, leaves in order).
+  void write_payloads(const py::array& values) {
+    auto& t = live();
+    if (!(values.flags() & py::array::c_style))
+      raise(make_error(Errc::invalid_argument, "write_payloads: the values are not a C-contiguous array"));
+    const auto ds = static_cast<std::size_t>(t.data_size());
+    const auto bytes = static_cast<std::size_t>(values.nbytes());
+    const std::uint64_t n = count();
+    if (bytes != n * ds)
+      raise(make_error(Errc::invalid_argument, "write_payloads: " + std::to_string(bytes) + " bytes for " +
+                                                   std::to_string(n) + " leaves of " + std::to_string(ds) +
+                                                   " payload bytes (" + std::to_string(n * ds) + " expected)"));
+    const auto* src = static_cast<const std::byte*>(values.data());
+    check(unlocked([&]() -> Result<void> {
+      auto writer = t.write_leaves();
+      for (;;) {
+        auto batch = writer.next();
+        if (!batch.ok()) return batch.error();
+        if (batch.value().empty()) return {};
+        for (const octree::WritableLeaf& l : batch.value()) {
+          std::memcpy(l.data, src, ds);
+          src += ds;
+        }
+      }
+    }));
+  }
+
+  std::uint64_t refine(const py::array& mask, int max_level) {
+    auto& t = live();
+    const auto marks = mask_of(mask, "refine");
+    const std::uint64_t before = keys_.size();
+    check(unlocked([&] {
+      return t.refine(
+          false, [&](const octree::Octant& o, const std::byte*) { return marked(marks, o); }, copy_parent(t),
+          max_level);
+    }));
+    const std::uint64_t after = count();
+    return (after - before) / ((1u << t.dims()) - 1);
+  }
+
+  std::uint64_t coarsen(const py::array& mask) {
+    auto& t = live();
+    const auto marks = mask_of(mask, "coarsen");
+    const auto ds = t.data_size();
+    const std::uint64_t before = keys_.size();
+    check(unlocked([&] {
+      return t.coarsen(
+          false,
+          [&](const octree::Octant&, std::span<const octree::LeafView> family) {
+            for (const auto& l : family)
+              if (!marked(marks, l.octant)) return false;
+            return true;
+          },
+          [ds](const octree::Octant&, std::byte* data, std::span<const octree::LeafView> family) {
+            if (ds > 0) std::memcpy(data, family[0].data, ds);
+          });
+    }));
+    const std::uint64_t after = count();
+    return (before - after) / ((1u << t.dims()) - 1);
+  }
+
+  void uniform(int level) {
+    auto& t = live();
+    check(unlocked([&] { return t.uniform(level, copy_parent(t)); }));
+  }
+  void balance(const std::string& connect) {
+    auto& t = live();
+    if (connect != "face" && connect != "full")
+      raise(make_error(Errc::invalid_argument, "balance connect '" + connect + "': 'face' or 'full'"));
+    const auto c = connect == "face" ? octree::Connect::face : octree::Connect::full;
+    check(unlocked([&] { return t.balance(c, copy_parent(t)); }));
+  }
+  std::uint64_t persist() {
+    auto& t = live();
+    return check(unlocked([&] { return t.persist(); })).version;
+  }
+  std::uint64_t checksum() {
+    auto& t = live();
+    return check(unlocked([&] { return t.checksum(); }));
+  }
+  std::uint64_t count() {
+    auto& t = live();
+    return check(unlocked([&] { return t.leaf_count(); }));
+  }
+  py::bytes root_payload() {
+    auto& t = live();
+    return py::bytes(reinterpret_cast<const char*>(t.root_data()), t.data_size());
+  }
+  void set_root_payload(const py::buffer& value) {
+    auto& t = live();
+    py::buffer_info info = value.request();
+    const auto bytes = static_cast<std::size_t>(info.size * info.itemsize);
+    if (bytes != t.data_size())
+      raise(make_error(Errc::invalid_argument, "set_root_payload: " + std::to_string(bytes) +
+                                                   " bytes, the payload has " + std::to_string(t.data_size())));
+    check(t.update_root([&](const octree::Octant&, std::byte* data) {
+      std::memcpy(data, info.ptr, bytes);
+      return true;
+    }));
+  }
+  void gc() {
+    auto& t = live();
+    check(unlocked([&] { return t.gc(); }));
+  }
+  void verify() {
+    auto& t = live();
+    check(unlocked([&] { return t.verify(); }));
+  }
+  int dims() { return live().dims(); }
+  std::uint32_t payload_size() { return live().data_size(); }
+  std::uint64_t version() { return live().version(); }
+  std::string path() { return live().path(); }
+
+ private:
+  static octree::Octree::InitFn copy_parent(const octree::Octree& t) {
+    const auto ds = t.data_size();
+    return [ds](const octree::Octant&, std::byte* data, const std::byte* parent) {
+      if (ds == 0) return;
+      if (parent != nullptr)
+        std::memcpy(data, parent, ds);
+      else
+        std::memset(data, 0, ds);
+    };
+  }
+  // The leaves' Morton keys (in their order, increasing) and levels, into keys_/levels_.
+  void scan_keys() {
+    auto& t = live();
+    keys_.clear();
+    levels_.clear();
+    check(unlocked([&]() -> Result<void> {
+      auto cursor = t.leaves();
+      for (;;) {
+        auto batch = cursor.next();
+        if (!batch.ok()) return batch.error();
+        if (batch.value().empty()) return {};
+        for (const octree::LeafView& l : batch.value()) {
+          keys_.push_back(octree::morton(l.octant, t.dims()));
+          levels_.push_back(static_cast<std::uint8_t>(l.octant.level));
+        }
+      }
+    }));
+  }
+  // A boolean mask over the leaves in their order, checked against their count.
+  py::array_t<bool> mask_of(const py::array& mask, const char* what) {
+    scan_keys();
+    if (mask.ndim() != 1 || static_cast<std::size_t>(mask.shape(0)) != keys_.size())
+      raise(make_error(Errc::invalid_argument, std::string(what) + ": the mask has shape " + shape_text(mask) +
+                                                   ", the tree has " + std::to_string(keys_.size()) +
+                                                   " leaves (one boolean per leaf, in their order)"));
+    if (mask.dtype().kind() != 'b')
+      raise(make_error(Errc::invalid_argument, std::string(what) + ": the mask's dtype is " +
+                                                   std::string(py::str(mask.dtype())) + ", not bool"));
+    return py::array_t<bool, py::array::c_style | py::array::forcecast>::ensure(mask);
+  }
+  static std::string shape_text(const py::array& a) {
+    std::string s = "(";
+    for (py::ssize_t i = 0; i < a.ndim(); ++i)
+      s += std::to_string(a.shape(i)) + (a.ndim() == 1 ? "," : i + 1 < a.ndim() ? ", " : "");
+    return s + ")";
+  }
+  bool marked(const py::array_t<bool>& marks, const octree::Octant& o) const {
+    const std::uint64_t k = octree::morton(o, tree_->dims());
+    const auto it = std::lower_bound(keys_.begin(), keys_.end(), k);
+    if (it == keys_.end() || *it != k) return false;
+    const auto i = static_cast<std::size_t>(it - keys_.begin());
+    return levels_[i] == o.level && marks.data()[i];
+  }
+
+  std::unique_ptr<octree::Octree> tree_;
+  std::vector<std::uint64_t> keys_;
+  std::vector<std::uint8_t> levels_;
+};
+
 }  // namespace
 }  // namespace cairn::python
 
@@ -570,4 +775,38 @@ no array over its memory is left.)doc")
       .def("view", &StreamBinding::view)
       .def("close", &StreamBinding::close)
       .def("abandon", &StreamBinding::abandon);
+
+  py::class_<OctreeBinding>(m, "_Octree", "The PM-octree's C++ side; wrapped by cairn.Octree.")
+      .def_static("create", &OctreeBinding::create, py::arg("path"), py::arg("dims"), py::arg("payload_size"),
+                  py::arg("pool_size"), py::arg("keep_previous"), py::arg("first_version"), py::arg("dram_budget"))
+      .def_static("open", &OctreeBinding::open, py::arg("path"), py::arg("dims"), py::arg("payload_size"),
+                  py::arg("version"), py::arg("background_gc"), py::arg("dram_budget"))
+      .def_static("remove", [](const std::string& path) { check(octree::Octree::remove(path)); })
+      .def("leaves", &OctreeBinding::leaves, py::arg("coords") = true, py::arg("payloads") = true)
+      .def("write_payloads", &OctreeBinding::write_payloads)
+      .def("refine", &OctreeBinding::refine, py::arg("mask"), py::arg("max_level") = octree::kMaxLevel)
+      .def("coarsen", &OctreeBinding::coarsen)
+      .def("uniform", &OctreeBinding::uniform)
+      .def("balance", &OctreeBinding::balance, py::arg("connect") = "face")
+      .def("persist", &OctreeBinding::persist)
+      .def("checksum", &OctreeBinding::checksum)
+      .def("count", &OctreeBinding::count)
+      .def("root_payload", &OctreeBinding::root_payload)
+      .def("set_root_payload", &OctreeBinding::set_root_payload)
+      .def("gc", &OctreeBinding::gc)
+      .def("verify", &OctreeBinding::verify)
+      .def_property_readonly("dims", &OctreeBinding::dims)
+      .def_property_readonly("payload_size", &OctreeBinding::payload_size)
+      .def_property_readonly("version", &OctreeBinding::version)
+      .def_property_readonly("path", &OctreeBinding::path)
+      .def_property_readonly("closed", &OctreeBinding::closed)
+      .def("close", &OctreeBinding::close);
+  m.attr("MAX_LEVEL") = octree::kMaxLevel;
+
+#ifdef CAIRN_PY_DIST
+  bind_dist(m);
+  m.def("dist_available", [] { return true; });
+#else
+  m.def("dist_available", [] { return false; });
+#endif
 }
