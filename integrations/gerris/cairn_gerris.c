@@ -901,8 +901,8 @@ static void persist_wait(CairnPersist* p) {
   persist_written(p);
 }
 
-static void use_lane(CairnPersist* p, guint lane);
 #ifdef CAIRN_GERRIS_DIST
+static void use_lane(CairnPersist* p, guint lane);
 static void agree(CairnPersist* p);
 #endif
 
@@ -1289,6 +1289,7 @@ static gchar* ranks_path(const CairnPersist* p, const char* dir) {
   return g_strdup_printf("%s/%s.ranks", dir, p->base_name);
 }
 
+#ifdef CAIRN_GERRIS_DIST
 static void use_lane(CairnPersist* p, guint lane) {
   p->lane = lane;
   p->tree = p->lane_tree[lane];
@@ -1296,7 +1297,6 @@ static void use_lane(CairnPersist* p, guint lane) {
   p->name = g_strdup_printf("%s.%c", p->base_name, 'a' + lane);
 }
 
-#ifdef CAIRN_GERRIS_DIST
 /* Agrees on the persist staged last, durable on this process by now. */
 static void agree(CairnPersist* p) {
   if (!p->pending) return;
