@@ -9,6 +9,8 @@
 #   -DCC=<C compiler> -DCXX=<C++ compiler> -DFLAGS=<sanitizer flags or "">
 #   -DMPIEXEC=<mpiexec> -DMPICXX=<MPI C++ compiler wrapper> (both "" without MPI)
 #   -DGERRIS_MODULE_DIR=<Gerris's own module directory, or "">
+# With MPI and gfortran, the C and Fortran MPI examples too (mpi_bindings/; the MPI C and Fortran
+# wrappers are found beside MPICXX).
 foreach(v BUILD_DIR SOURCE_DIR WORK CC CXX)
   if(NOT ${v})
     message(FATAL_ERROR "install_test: -D${v}= is required")
@@ -137,5 +139,59 @@ if(MPIEXEC)
       ${pkg_list} -Wl,-rpath,${libdir})
   run(${mpirun} ${WORK}/pc/dist_program ${WORK}/mpi-pc 3)
   run(${mpirun} ${WORK}/pc/dist_program ${WORK}/mpi-pc 6)
+
+  # 4. MPI from C and Fortran (cairn/dist.h, use cairn_dist), where cairn was built with them:
+  # examples/heat_mpi.c, heat_mpi.f90 and step8_mpi.c built with find_package (mpi_bindings/) and with
+  # the MPI compiler wrappers and pkg-config, each heat run at 2 ranks twice (the second resumes), C's
+  # and Fortran's checksums equal.
+  file(GLOB_RECURSE dist_mod ${prefix}/*/cairn_dist.mod)
+  get_filename_component(mpi_bin ${MPICXX} DIRECTORY)
+  find_program(MPICC NAMES mpicc HINTS ${mpi_bin} NO_CACHE)
+  find_program(MPIFC NAMES mpif90 mpifort HINTS ${mpi_bin} NO_CACHE)
+  find_program(FC NAMES gfortran NO_CACHE)
+  if(dist_mod AND MPICC AND MPIFC AND FC)
+    get_filename_component(moddir ${dist_mod} DIRECTORY)
+    run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/mpi_bindings -B ${WORK}/mpi-bindings -G Ninja
+        -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_C_COMPILER=${CC} -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_Fortran_COMPILER=${FC}
+        "-DCMAKE_C_FLAGS=${FLAGS}" "-DCMAKE_Fortran_FLAGS=${FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${FLAGS}")
+    run(${CMAKE_COMMAND} --build ${WORK}/mpi-bindings)
+    execute_process(COMMAND pkg-config --cflags --libs cairn-dist OUTPUT_VARIABLE pkg OUTPUT_STRIP_TRAILING_WHITESPACE)
+    separate_arguments(pkg_list UNIX_COMMAND "${pkg}")
+    run(${MPICC} -std=c11 ${flag_list} ${SOURCE_DIR}/examples/heat_mpi.c -o ${WORK}/pc/heat_mpi_c ${pkg_list}
+        -Wl,-rpath,${libdir})
+    run(${MPIFC} ${flag_list} -I${moddir} ${SOURCE_DIR}/examples/heat_mpi.f90 -o ${WORK}/pc/heat_mpi_f
+        -lcairn_dist_fortran -lcairn_fortran ${pkg_list} -lstdc++ -Wl,-rpath,${libdir})
+    set(sums "")
+    foreach(prog mpi-bindings/heat_mpi_c mpi-bindings/heat_mpi_f pc/heat_mpi_c pc/heat_mpi_f)
+      string(REPLACE "/" "-" dir ${prog})
+      foreach(steps 12 30)
+        execute_process(COMMAND ${CMAKE_COMMAND} -E env CAIRN_POOL_DIR=${WORK}/pools-${dir} OMPI_ALLOW_RUN_AS_ROOT=1
+                                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+                                ASAN_OPTIONS=detect_leaks=0 ${MPIEXEC} -n 2 ${WORK}/${prog} ${steps}
+                        RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                        ERROR_VARIABLE err)
+        if(NOT rc EQUAL 0 OR NOT out MATCHES "iterations ([0-9]+)\\.\\.${steps}, checksum *([^ \n]+)")
+          message(FATAL_ERROR "install_test: ${prog} ${steps} failed (${rc}):\n${out}\n${err}")
+        endif()
+        message("${out}")
+      endforeach()
+      if(NOT CMAKE_MATCH_1 STREQUAL "12")
+        message(FATAL_ERROR "install_test: ${prog} did not resume at step 12:\n${out}")
+      endif()
+      string(TOLOWER ${CMAKE_MATCH_2} sum)
+      list(APPEND sums ${sum})
+    endforeach()
+    list(REMOVE_DUPLICATES sums)
+    list(LENGTH sums n)
+    if(NOT n EQUAL 1)
+      message(FATAL_ERROR "install_test: the C and Fortran MPI heat loops' checksums differ: ${sums}")
+    endif()
+    # Step 8 in C under the installed `cairn launch`: rank 1 dies after step 23, the relaunch resumes.
+    run(${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0
+        CAIRN_POOL_DIR=${WORK}/step8-c ${prefix}/bin/cairn launch -n 2 -- ${WORK}/mpi-bindings/step8_mpi_c)
+  else()
+    message("install_test: no C and Fortran MPI programs (cairn_dist.mod '${dist_mod}', mpicc '${MPICC}', "
+            "mpif90 '${MPIFC}', gfortran '${FC}')")
+  endif()
 endif()
 file(REMOVE_RECURSE ${WORK})
