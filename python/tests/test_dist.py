@@ -62,7 +62,8 @@ def test_rank_killed_under_cairn_launch_resumes_bit_for_bit(pool_dir):
     tool = os.environ["CAIRN_TOOL"]
     cmd = [tool, "launch", "-n", "2", "--mpirun", os.environ["CAIRN_MPIEXEC"], "--", sys.executable, WORKER,
            str(N), str(STEPS), str(KILL_AT), pool_dir]
-    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    err = open(os.path.join(pool_dir, "launch.err"), "w+")  # a file: a full stderr pipe would stall the job
+    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=ENV)
     out = []
     for line in job.stdout:
         out.append(line)
@@ -72,7 +73,8 @@ def test_rank_killed_under_cairn_launch_resumes_bit_for_bit(pool_dir):
             os.kill(int(fields["pid"]), signal.SIGKILL)
     job.wait(timeout=120)
     stdout = "".join(out)
-    assert job.returncode == 0, stdout + job.stderr.read()
+    err.seek(0)
+    assert job.returncode == 0, stdout + err.read()
     assert "relaunching with --resume" in stdout
     start, digest = results(stdout)
     # Rank 1 died before its commit of KILL_AT: the global version is the one before, on both ranks.

@@ -135,3 +135,61 @@ def test_damaged_pool_is_corrupted(pool_dir):
         with cairn.Octree.open(path, dims=2, payload=16) as t:
             t.leaves()  # the damage shows when its block is first read, at the latest
     assert path in str(e.value)
+
+
+# The child: one adaptation step per persist (the step counter in the root payload); after
+# persisting step KILL_AT it adapts again, prints "adapted" and waits on stdin for the SIGKILL.
+ADAPT = r"""
+import sys, numpy as np, cairn
+path, steps, kill_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+try:
+    t = cairn.Octree.open(path, dims=3, payload=np.float64)
+except cairn.NotFoundError:
+    t = cairn.Octree.create(path, dims=3, payload=np.float64)
+    t.uniform(2)
+    t.root_payload = 0.0
+    t.persist()
+step = int(t.root_payload[0])
+print("start", step, t.checksum(), flush=True)
+while step < steps:
+    c, lv, p = t.leaves()
+    centre = (c + 0.5 * 2.0 ** (cairn.MAX_LEVEL - lv)[:, None]) / 2.0 ** cairn.MAX_LEVEL
+    r = np.linalg.norm(centre - (0.2 + 0.05 * step), axis=1)
+    t.write_payloads(r)
+    t.refine((r < 0.15) & (lv < 5))
+    t.coarsen(t.leaves().payloads > 0.3)
+    t.balance("face")
+    step += 1
+    t.root_payload = float(step)
+    t.persist()
+    print("persisted", step, t.checksum(), flush=True)
+    if step == kill_at:
+        t.refine(np.ones(len(t), bool))  # an unpersisted change the kill must lose
+        print("adapted", flush=True)
+        sys.stdin.read()
+"""
+
+
+def test_sigkill_after_a_persist_resumes_there(pool_dir):
+    path, steps, kill_at = os.path.join(pool_dir, "adapt.pool"), 8, 5
+    args = [sys.executable, "-c", ADAPT, path, str(steps)]
+    child = subprocess.Popen(args + [str(kill_at)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    lines = []
+    for line in child.stdout:
+        lines.append(line.split())
+        if line.startswith("adapted"):
+            child.kill()
+            break
+    child.wait()
+    assert child.returncode == -9 and lines[-1] == ["adapted"]
+    persisted = {int(w[1]): int(w[2]) for w in lines if w[0] == "persisted"}
+    resumed = subprocess.run(args + ["0"], stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True)
+    out = [ln.split() for ln in resumed.stdout.splitlines()]
+    assert out[0] == ["start", str(kill_at), str(persisted[kill_at])]  # the persisted tree, not the refinement after it
+    # An uninterrupted run gives the same tree at every step, the resumed one included.
+    plain_path = os.path.join(pool_dir, "plain.pool")
+    plain = subprocess.run([sys.executable, "-c", ADAPT, plain_path, str(steps), "0"], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, check=True)
+    want = {int(w[1]): int(w[2]) for w in (ln.split() for ln in plain.stdout.splitlines()) if w[0] == "persisted"}
+    got = {**persisted, **{int(w[1]): int(w[2]) for w in out if w[0] == "persisted"}}
+    assert got == want and len(want) == steps
