@@ -6,7 +6,7 @@ the ranks of MPI.COMM_WORLD, persisted with cairn.dist (collective commit every 
 A fresh job (no --resume) removes what an earlier job stored first. With KILL_AT > 0 and no
 --resume, rank 1 writes half of iteration KILL_AT, prints "progress rank=1 pid=P step=KILL_AT" and
 waits for a signal (the test SIGKILLs it on that line: no sleep decides where the kill lands).
-Rank 0 ends with "start G" (the global version it resumed at), "sha256 H" of the whole field
+Rank 0 ends with "start G done D" (the global version it resumed at, the iterations done), "sha256 H" of the whole field
 gathered from the ranks, and heat.py's checksum line.
 """
 import hashlib
@@ -33,11 +33,13 @@ comm.Barrier()
 
 with cairn.dist.Context(comm, "heat", strategy="in-place", dir=pool_dir, threads=1) as ctx:
     u = ctx.dual_region("u", (rows, n))
+    done = ctx.region("done", 1, np.int64)  # iterations done: a plain region, carried over by begin()
     ctx.open()
     try:
         start = ctx.restore()
     except cairn.NoVersionError:
         start = 0
+        done.array[0] = 0
         u.read[:] = 0.0
         if rank == 0:
             u.read[0, :] = 1.0
@@ -46,6 +48,7 @@ with cairn.dist.Context(comm, "heat", strategy="in-place", dir=pool_dir, threads
     r0, r1 = (1 if rank == 0 else 0), (rows - 1 if rank == size - 1 else rows)  # rows updated (not the edges)
     for it in range(start, steps):
         ctx.begin()
+        done.array[0] += 1  # after begin(): the copy in the lane being written
         a, b = u.read, u.write
         ext[1:-1] = a
         comm.Sendrecv(a[0], dest=up, recvbuf=ext[-1], source=down)
@@ -65,6 +68,6 @@ with cairn.dist.Context(comm, "heat", strategy="in-place", dir=pool_dir, threads
     field = comm.gather(np.array(u.read), root=0)
     if rank == 0:
         whole = np.concatenate(field)
-        print("start", start, flush=True)
+        print("start", start, "done", int(done.array[0]), flush=True)
         print("sha256", hashlib.sha256(whole.tobytes()).hexdigest(), flush=True)
         print(f"heat.py: in-place, iterations {start}..{steps}, checksum {whole.sum():.15e}", flush=True)
