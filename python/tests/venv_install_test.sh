@@ -12,13 +12,8 @@
 set -eu
 py=$1
 src=$2
-base=${CAIRN_TEST_DIR:-/dev/shm}
-[ -d "$base" ] || base=${TMPDIR:-/tmp}
-work=$(mktemp -d "$base/cairn-venv-XXXXXX")
-trap 'rm -rf "$work"' EXIT
-"$py" -m venv --system-site-packages "$work/venv"
-vpy=$work/venv/bin/python
-if "$vpy" -c "import scikit_build_core, pybind11, numpy" 2>/dev/null; then
+# The venv sees what the system python has: decide before making it.
+if "$py" -c "import scikit_build_core, pybind11, numpy" 2>/dev/null; then
   set -- --no-build-isolation --no-index
 elif [ "${CAIRN_TEST_NETWORK:-0}" = 1 ]; then
   set --
@@ -26,6 +21,12 @@ else
   echo "skipped: scikit-build-core or pybind11 is not installed and CAIRN_TEST_NETWORK=1 is not set (the install would need the package registry)"
   exit 77
 fi
+base=${CAIRN_TEST_DIR:-/dev/shm}
+[ -d "$base" ] || base=${TMPDIR:-/tmp}
+work=$(mktemp -d "$base/cairn-venv-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+"$py" -m venv --system-site-packages "$work/venv"
+vpy=$work/venv/bin/python
 # A copy of the sources, so that the build leaves nothing in the checkout.
 mkdir "$work/src"
 (cd "$src" && tar --exclude=./build --exclude=./.git -cf - .) | (cd "$work/src" && tar -xf -)
