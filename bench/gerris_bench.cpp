@@ -31,10 +31,31 @@ namespace {
 // their output events (Gerris shortens time steps to land on time-based events; every variant here adds
 // only step-based ones, placed first after Time like the module's README asks for CairnPersist).
 
+// Parallel cases (issue 38): "shear2D@N" is shear2D on the four boxes `gerris2D -s 1` splits it into
+// (integrations/gerris/cases/shear4boxes2D.gfs), box k on process (k - 1) mod N, run by mpirun -np N (N = 1:
+// serially, the same four boxes). Run time only (no restart rows).
+int ranks_of(const GerrisCaseSize& c) {
+  const auto at = c.name.find('@');
+  return at == std::string::npos ? 0 : std::atoi(c.name.c_str() + at + 1);
+}
+bool is_parallel(const GerrisCaseSize& c) { return ranks_of(c) > 0; }
+
 std::string case_text(const GerrisCaseSize& c, const std::string& module_line, const std::string& events, int steps) {
   std::ostringstream s;
   s << module_line;
-  if (c.name == "shear2D") {
+  if (is_parallel(c)) {
+    const int n = ranks_of(c);
+    s << "4 4 GfsAdvection GfsBox GfsGEdge { rootlevel = 1 x = -0.25 y = -0.25 } {\n  Time { iend = " << steps << " }\n"
+      << events << "  Refine " << c.level << "\n  VariableTracer T\n"
+      << "  Init {} { T = exp(-100.*((x + 0.2)*(x + 0.2) + (y + .236338)*(y + .236338))) }\n"
+      << "  VariableStreamFunction { istep = 1 } Psi (t < 0.25 ? 1. : -1.)*sin((x + 0.5)*M_PI)*sin((y + "
+         "0.5)*M_PI)/M_PI\n"
+      << "  AdaptError { istart = 1 istep = 1 } { cmax = 1e-3 maxlevel = " << c.level << " } T\n}\n";
+    const double xy[4][2] = {{-0.25, -0.25}, {-0.25, 0.25}, {0.25, 0.25}, {0.25, -0.25}};
+    for (int k = 0; k < 4; ++k)
+      s << "GfsBox { id = " << (k + 1) << " pid = " << (k % n) << " x = " << xy[k][0] << " y = " << xy[k][1] << " }\n";
+    s << "1 4 right\n2 1 bottom\n2 3 right\n3 4 bottom\n";
+  } else if (c.name == "shear2D") {
     s << "1 0 GfsAdvection GfsBox GfsGEdge {} {\n  Time { iend = " << steps << " }\n"
       << events << "  Refine " << c.level << "\n  VariableTracer T\n"
       << "  Init {} { T = exp(-100.*((x + 0.2)*(x + 0.2) + (y + .236338)*(y + .236338))) }\n"
@@ -67,6 +88,11 @@ const std::vector<std::string> kRunVariants = {"none",         "snapshot-text", 
 // (loading, MPI_Init, glib), paid by every restart before it reads the .gfs or a snapshot.
 const std::vector<std::string> kRestartVariants = {"startup", "snapshot-text", "snapshot-binary", "cairn-stream",
                                                    "cairn-octree"};
+
+// A parallel case: no persistence, Gerris's own (parallel) binary snapshots every --snapshot-every
+// steps, CairnPersist in octree mode every step (stream mode is serial only).
+const std::vector<std::string> kParallelRunVariants = {"none", "snapshot-binary", "cairn-octree"};
+const std::vector<std::string> kNoVariants;
 
 bool is_cairn(const std::string& variant) { return variant.rfind("cairn-", 0) == 0; }
 bool is_octree(const std::string& variant) { return variant.rfind("cairn-octree", 0) == 0; }
@@ -211,6 +237,13 @@ Result<void> fresh_dir(const fs::path& d) {
   return {};
 }
 
+// The command running gerris on a case: mpirun for a parallel case of more than one process
+// (oversubscribed where the machine has fewer cores).
+std::vector<std::string> gerris_command(const GerrisBenchOptions& o, const GerrisCaseSize& c, const std::string& gfs) {
+  if (ranks_of(c) <= 1) return {gerris_of(o, c), gfs};
+  return {"mpirun", "--oversubscribe", "-np", std::to_string(ranks_of(c)), gerris_of(o, c), gfs};
+}
+
 // One measured run of `variant` (kind "run"), in a fresh directory removed afterwards.
 Result<void> measure_run(const GerrisBenchOptions& o, const GerrisCaseSize& c, const std::string& module_line,
                          GerrisRow& row, std::ostream* progress, int round) {
@@ -221,7 +254,7 @@ Result<void> measure_run(const GerrisBenchOptions& o, const GerrisCaseSize& c, c
   write_file(d / "case.gfs",
              case_text(c, cairn ? module_line : "", variant_events(row.variant, d, o.snapshot_every), c.steps));
   auto child =
-      run_child({gerris_of(o, c), "case.gfs"},
+      run_child(gerris_command(o, c, "case.gfs"),
                 gerris_env(cairn ? std::vector<std::string>{"CAIRN_GERRIS_STATS=1"} : std::vector<std::string>{}), d);
   if (!child.ok()) return child.error();
   const Child& x = child.value();
@@ -341,9 +374,15 @@ Result<std::vector<GerrisCaseSize>> parse_gerris_sizes(const std::string& text) 
     c.steps = std::atoi(item.substr(colon + 1).c_str());
     bool known = false;
     for (const auto& n : names) known = known || n == c.name;
+    const auto at = c.name.find('@');
+    if (at != std::string::npos) {  // shear2D@N: four boxes on N processes
+      const int n = std::atoi(c.name.c_str() + at + 1);
+      known = c.name.compare(0, at, "shear2D") == 0 && n >= 1 && n <= 4 && c.name.substr(at + 1) == std::to_string(n);
+    }
     if (!known)
-      return make_error(Errc::invalid_argument,
-                        "--size: unknown case '" + c.name + "' (shear2D, solid2D, shear3D, solid3D)");
+      return make_error(Errc::invalid_argument, "--size: unknown case '" + c.name +
+                                                    "' (shear2D, solid2D, shear3D, solid3D; shear2D@N, N = 1 to 4: "
+                                                    "shear2D on four boxes and N processes)");
     if (c.level < 3 || c.level > 12 || c.steps < 1)
       return make_error(Errc::invalid_argument, "--size: " + item + ": level 3 to 12, at least one step");
     out.push_back(c);
@@ -351,6 +390,15 @@ Result<std::vector<GerrisCaseSize>> parse_gerris_sizes(const std::string& text) 
   if (out.empty()) return make_error(Errc::invalid_argument, "--size: no case");
   return out;
 }
+
+namespace {
+const std::vector<std::string>& run_variants(const GerrisCaseSize& c) {
+  return is_parallel(c) ? kParallelRunVariants : kRunVariants;
+}
+const std::vector<std::string>& restart_variants(const GerrisCaseSize& c) {
+  return is_parallel(c) ? kNoVariants : kRestartVariants;
+}
+}  // namespace
 
 Result<GerrisReport> run_gerris_bench(const GerrisBenchOptions& o, std::ostream* progress) {
   if (o.kill_at < 2 || o.kill_at % o.snapshot_every == 0)
@@ -368,7 +416,7 @@ Result<GerrisReport> run_gerris_bench(const GerrisBenchOptions& o, std::ostream*
   };
   for (const auto& c : o.cases) {
     for (const auto* kind : {"run", "restart"})
-      for (const auto& v : std::string(kind) == "run" ? kRunVariants : kRestartVariants) {
+      for (const auto& v : std::string(kind) == "run" ? run_variants(c) : restart_variants(c)) {
         GerrisRow row;
         row.case_name = c.name, row.kind = kind, row.variant = v;
         rep.rows.push_back(row);
@@ -378,13 +426,15 @@ Result<GerrisReport> run_gerris_bench(const GerrisBenchOptions& o, std::ostream*
   // previous case's restarts or a cold start.
   for (int round = 0; round < o.repeats; ++round)
     for (const auto& c : o.cases) {
-      for (std::size_t i = 0; i < kRunVariants.size(); ++i) {
-        const auto& v = kRunVariants[(i + static_cast<std::size_t>(round)) % kRunVariants.size()];
+      const auto& runs = run_variants(c);
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        const auto& v = runs[(i + static_cast<std::size_t>(round)) % runs.size()];
         if (auto r = measure_run(o, c, module_line(c), *find_row(rep.rows, c.name, "run", v), progress, round); !r.ok())
           return r.error();
       }
-      for (std::size_t i = 0; i < kRestartVariants.size(); ++i) {
-        const auto& v = kRestartVariants[(i + static_cast<std::size_t>(round)) % kRestartVariants.size()];
+      const auto& restarts = restart_variants(c);
+      for (std::size_t i = 0; i < restarts.size(); ++i) {
+        const auto& v = restarts[(i + static_cast<std::size_t>(round)) % restarts.size()];
         if (auto r = measure_restart(o, c, module_line(c), *find_row(rep.rows, c.name, "restart", v), progress, round);
             !r.ok())
           return r.error();
@@ -441,6 +491,12 @@ void print_gerris_report(const GerrisReport& rep, std::ostream& out) {
             << (octree->overhead_pct <= 5 ? "met" : "missed") << " (" << fmt("%.1f", octree->overhead_pct) << " %; "
             << fmt("%.1f", octree->persist_pct) << " % of the run inside the persists)\n";
 
+    if (is_parallel(c)) {
+      out << c.name << ": four boxes, "
+          << (ranks_of(c) > 1 ? "mpirun --oversubscribe -np " + std::to_string(ranks_of(c)) : std::string("serially"))
+          << "; maxrss is mpirun's there, ms/pers. one process's; no restart rows\n";
+      continue;
+    }
     out << c.name << ": restart to step " << o.kill_at << " (snapshots every " << o.snapshot_every << " steps)\n";
     std::snprintf(line, sizeof line, "%-16s %10s %10s %10s %11s %11s %12s %12s %10s\n", "variant", "restart s",
                   "-startup s", "restore s", "text/rst", "binary/rst", "text/restore", "bin/restore", "maxrss MB");
