@@ -230,7 +230,9 @@ class Octree:
     octants take their parent's payload; a coarsened parent takes its first
     child's. Errors raise a subclass of cairn.Error: a damaged pool
     CorruptedError (from open or from the first operation that reads the
-    damage), a mask of the wrong length InvalidArgumentError.
+    damage), a mask of the wrong length InvalidArgumentError. One thread at a
+    time per tree (its calls run without the GIL, as the C++ tree is not
+    thread-safe).
     """
 
     def __init__(self, tree, dtype):
