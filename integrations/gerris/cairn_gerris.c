@@ -123,6 +123,9 @@ typedef struct {
   gchar* error;             /* set by persist_write on failure */
   guint64 written;          /* set by persist_write: the leaves that changed */
   double follow_s, write_s; /* and its two parts' seconds */
+  guint64 step;             /* the Gerris step persisted (the testing hook) */
+  int rank;                 /* this process (the testing hook) */
+  gboolean armed;           /* the testing hook applies: not a resumed run */
 } Staged;
 
 /* A growable array kept between persists (it stays mapped: no page faults
@@ -816,6 +819,8 @@ static void snap_ghost(FttCell* cell, gpointer data) {
 /* Gerris's part of a persist: a snapshot of the tree (every leaf's payload,
  * the cells that have children, the ghost cells) and the header, in memory.
  * The PM-octree follows the snapshot in the writing. */
+static gboolean resume_requested(const CairnPersist* p);
+
 static void persist_stage(CairnPersist* p, GfsSimulation* sim, Staged* st) {
   const double t0 = now_seconds();
   Snap snap = {p, 1, 0, 0};
@@ -831,6 +836,9 @@ static void persist_stage(CairnPersist* p, GfsSimulation* sim, Staged* st) {
   st->cells = p->cells.data;
   st->cells_bytes = (size_t)snap.cells * p->payload_size;
   st->next = cairn_octree_version(p->tree) + 1;
+  st->step = sim->time.i;
+  st->rank = p->rank;
+  st->armed = !resume_requested(p);
   st->uri = stream_uri(p, st->next % 2 ? "hdr1" : "hdr0");
   st->error = NULL;
   FILE* f = open_memstream(&st->header, &st->header_bytes);
@@ -865,8 +873,14 @@ static gpointer persist_write(gpointer data) {
     fwrite(st->cells, 1, st->cells_bytes, f);
     if (fclose(f) != 0) st->error = g_strdup_printf("cannot commit %s: %s", st->uri, cairn_stream_errormsg());
   }
-  const char* kill_in = getenv("CAIRN_GERRIS_KILL_IN_PERSIST");
-  if (st->error == NULL && kill_in && st->next == (guint64)atoll(kill_in) + 1) raise(SIGKILL);
+  const char *kill_in = getenv("CAIRN_GERRIS_KILL_IN_PERSIST"), *kill_rank = getenv("CAIRN_GERRIS_KILL_RANK");
+  if (st->error == NULL && kill_in && st->armed && st->step == (guint64)atoll(kill_in) &&
+      (kill_rank == NULL || atoi(kill_rank) == st->rank)) {
+    if (kill_rank)
+      fprintf(stderr, "CairnPersist: rank %d killing itself inside the persist of step %llu\n", st->rank,
+              (unsigned long long)st->step);
+    raise(SIGKILL);
+  }
   uint64_t version = 0;
   if (st->error == NULL && cairn_octree_persist(st->tree, &version) != 0)
     st->error = g_strdup_printf("cairn_octree_persist failed: %s", cairn_errormsg());

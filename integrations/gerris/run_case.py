@@ -215,6 +215,22 @@ def check_parallel(args):
     print("%s on %d processes: rank %d killed at step %d under cairn launch, every rank resumed at %d, end.gfs "
           "identical (%d bytes), norms identical" % (case, n, victim, k, k - 1, os.path.getsize(os.path.join(full, "end.gfs"))))
 
+    # A rank killed inside the writing of step K's persist (its header committed, its PM-octree not): the
+    # step before was agreed on by then, so every rank resumes at K-1.
+    k, victim = rng.randrange(2, iend), rng.randrange(n)
+    inside = os.path.join(root, "inside")
+    p = run_parallel(args, inside, gfs, n, {"CAIRN_GERRIS_KILL_IN_PERSIST": str(k), "CAIRN_GERRIS_KILL_RANK": str(victim)},
+                     launcher=[args.cairn, "launch", "--max-restarts", "1"])
+    resumed = sorted(int(r) for r, s in re.findall(r"rank (\d+) resumed at step (\d+)", p.stderr) if int(s) == k - 1)
+    if (p.returncode != 0 or "rank %d killing itself inside the persist of step %d" % (victim, k) not in p.stderr or
+            resumed != list(range(n))):
+        fail("%s: expected rank %d to die inside the persist of step %d and every rank to resume at %d:\n%s\n%s" %
+             (inside, victim, k, k - 1, p.stdout, p.stderr))
+    if read(os.path.join(inside, "end.gfs"), "rb") != read(os.path.join(full, "end.gfs"), "rb"):
+        fail("%s: rank %d killed inside the persist of step %d, resumed: end.gfs differs" % (case, victim, k))
+    print("%s on %d processes: rank %d killed inside the persist of step %d, every rank resumed at %d, end.gfs "
+          "identical" % (case, n, victim, k, k - 1))
+
     # the same domain on half the processes, or twice as many from 2 (Gerris itself needs the boxes' pids to
     # exist; the case must have a box for each); then serially
     other = n // 2 if n > 2 else 2 * n
