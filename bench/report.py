@@ -2,7 +2,7 @@
 """report.py — the page of current figures, generated from recorded JSON.
 
 Every headline figure of cairn comes from a benchmark's JSON recorded under
-bench/results/ (one file per recording: EXPERIMENT-YYYY-MM-DD-HHMM.json, the
+bench/results/ (one file per recording: EXPERIMENT-YYYY-MM-DD-HHMMSS.json, the
 JSON that `cairn bench EXPERIMENT ... --json FILE` wrote). This script pools
 the recordings of each experiment and writes
 
@@ -11,7 +11,7 @@ the recordings of each experiment and writes
     its goal, the median of every recorded repetition and a 95 % confidence
     interval, the verdict judged on that interval, the dates, and the command
     that records it;
-  - bench/plots/figures.png (every figure against its goal) and one plot per
+  - bench/plots/figures.png (every figure against its goal) and current-EXPERIMENT.png, one plot per
     experiment from its newest recording (bench/plot.py's figures).
 
 A figure's value is the median of per-repetition values pooled over the
@@ -63,8 +63,11 @@ COMMANDS = {
     "streams": "cairn bench streams -p 1 --sizes 16M --modes file-disk-fsync,file-tmpfs,mem,pmem -r 3",
     "workflow": "cairn bench workflow -r 3",
     "crashsim": "cairn-crashsim bench --quick -r 3",
+    "placement": "cairn bench placement --profiles dram --size jacobi=1024:40,jacobi-sharpen=1024:16 -r 3",
+    "stream": "cairn bench stream --size 64M --profiles dram -r 5",
+    "amr": "cairn bench amr --size 5 --sizes 4,5 -r 3",
     "dist": "cairn bench dist --experiments overhead,recovery --ranks 2 --job-ranks 2 -r 3",
-    "gerris": "cairn bench gerris",
+    "gerris": "cairn bench gerris -r 3",
 }
 
 
@@ -345,8 +348,76 @@ def dist_recovery(kind):
     return extract
 
 
-def not_yet(_docs):
-    return None
+def amr_restart(docs):
+    """seed 000 §5.6: restart from an in-core run's snapshot over the PM-octree's restore (bootstrap)."""
+    times = {"pm-octree": [], "snapshot": []}
+    for d in docs:
+        for r in d.get("restart", []):
+            key = "pm-octree" if r["label"] == "pm-octree" else "snapshot" if "snapshot" in r["label"] else None
+            if key:
+                times[key] += r.get("seconds", [])
+    return ratio_of_medians(times["snapshot"], times["pm-octree"])
+
+
+def placement_ratio(app, variant):
+    """seed 003: time per iteration with `variant` over native, one value per repetition."""
+
+    def extract(docs):
+        out = []
+        for d in docs:
+            rows = {r["variant"]: r for r in d.get("rows", []) if r["app"] == app and r["profile"] == "dram"}
+            if "native" in rows and variant in rows:
+                out += [v / n for n, v in zip(rows["native"]["samples_ms"], rows[variant]["samples_ms"]) if n > 0]
+        return paired(out)
+
+    return extract
+
+
+def stream_ratio(kernel, persistence):
+    """seed 003: STREAM bandwidth on pool memory over DRAM (dram profile), ratio of medians (bootstrap)."""
+
+    def extract(docs):
+        pool, dram = [], []
+        for d in docs:
+            for r in d.get("rows", []):
+                if r["kernel"] != kernel or not r.get("valid", True) or r["profile"] not in ("dram", ""):
+                    continue
+                if r["memory"] == "DRAM":
+                    dram += r.get("samples_gbps", [])
+                elif r["persistence"] == persistence:
+                    pool += r.get("samples_gbps", [])
+        return ratio_of_medians(pool, dram)
+
+    return extract
+
+
+def gerris_overhead(variant):
+    """Gerris's run time with `variant` over without persistence, in %, one value per round (the variants of a
+    round run back to back), over every case recorded."""
+
+    def extract(docs):
+        out = []
+        for d in docs:
+            runs = {(r["case"], r["variant"]): r.get("runs_wall_s", []) for r in d.get("rows", []) if r["kind"] == "run"}
+            for (case, v), walls in runs.items():
+                if v == variant and (case, "none") in runs:
+                    out += [100.0 * (w / n - 1.0) for n, w in zip(runs[(case, "none")], walls) if n > 0]
+        return paired(out)
+
+    return extract
+
+
+def gerris_restart(docs):
+    """Restart of a whole Gerris process from its binary snapshot over from cairn-octree (bootstrap); the
+    JSON keeps the per-run restore times only as their median, so this is the resuming process's time."""
+    snap, octree = [], []
+    for d in docs:
+        for r in d.get("rows", []):
+            if r["kind"] == "restart" and r["variant"] == "snapshot-binary":
+                snap += r.get("runs_wall_s", [])
+            if r["kind"] == "restart" and r["variant"] == "cairn-octree":
+                octree += r.get("runs_wall_s", [])
+    return ratio_of_medians(snap, octree)
 
 
 FIGURES = [
@@ -378,17 +449,27 @@ FIGURES = [
      crashsim_rate("inproc-1m")),
     ("crash states per second, forked full recovery (16 MiB)", "crashsim", ">=", 1000, "/s",
      crashsim_rate("forked-16m")),
+    ("seed 000: restart, in-core + snapshot / PM-octree restore (amr)", "amr", None, None, "x", amr_restart),
+    ("seed 003: jacobi, arrays in the pool without persistence / in DRAM", "placement", None, None, "x",
+     placement_ratio("jacobi", "pool-no-persist")),
+    ("seed 003: jacobi persisted in place every iteration / native", "placement", None, None, "x",
+     placement_ratio("jacobi", "in-place")),
+    ("seed 003: STREAM triad on the pool, non-temporal persist / DRAM", "stream", None, None, "x",
+     stream_ratio("triad", "nt")),
     ("dist: what the collective commit adds to a local commit's overhead (2 ranks)", "dist", "<=", 5, "%",
      dist_added(2)),
     ("dist: kill to restored job, file checkpoint / in-place (cairn launch)", "dist", None, None, "x",
      dist_recovery("kill")),
-    ("Gerris: overhead of persisting every step, restore", "gerris", None, None, "", not_yet),
+    ("Gerris: run time persisting every step (cairn-octree) over none", "gerris", "<=", 5, "%",
+     gerris_overhead("cairn-octree")),
+    ("Gerris: restart from a binary snapshot / from cairn-octree, whole process", "gerris", None, None, "x",
+     gerris_restart),
 ]
 
 
 # ------------------------------------------------------------------ recordings
 
-NAME = re.compile(r"^(?P<exp>[a-z0-9]+)-(?P<date>\d{4}-\d{2}-\d{2})-(?P<time>\d{4})(?:-[\w]+)?\.json$")
+NAME = re.compile(r"^(?P<exp>[a-z0-9]+)-(?P<date>\d{4}-\d{2}-\d{2})-(?P<time>\d{4}(?:\d{2})?)\.json$")
 
 
 def recordings(results_dir):
@@ -567,14 +648,17 @@ def plot_all(rows, recs, plots_dir):
     # One plot per experiment from its newest recording, where plot.py draws it.
     drawers = {
         "overhead": plot.plot_overhead,
+        "placement": plot.plot_placement,
+        "stream": plot.plot_stream,
+        "amr": plot.plot_amr,
         "streams": plot.plot_streams,
         "workflow": plot.plot_workflow,
     }
     for exp, draw in drawers.items():
         if exp in recs:
-            draw(recs[exp][-1][2], os.path.join(plots_dir, f"{exp}.png"))
+            draw(recs[exp][-1][2], os.path.join(plots_dir, f"current-{exp}.png"))
     if "checkpoint" in recs and recs["checkpoint"][-1][2].get("fig10", {}).get("rows"):
-        plot.plot_threads(recs["checkpoint"][-1][2]["fig10"], os.path.join(plots_dir, "checkpoint-threads.png"))
+        plot.plot_threads(recs["checkpoint"][-1][2]["fig10"], os.path.join(plots_dir, "current-checkpoint-threads.png"))
 
 
 # ------------------------------------------------------------------ main
@@ -594,7 +678,7 @@ def record(exp, cairn, results_dir):
     if exp not in COMMANDS:
         raise SystemExit(f"report.py: unknown experiment {exp}; known: {', '.join(COMMANDS)}")
     now = datetime.datetime.now(datetime.timezone.utc)
-    path = os.path.join(results_dir, f"{exp}-{now:%Y-%m-%d-%H%M}.json")
+    path = os.path.join(results_dir, f"{exp}-{now:%Y-%m-%d-%H%M%S}.json")
     args = COMMANDS[exp].split()
     if args[0] == "cairn":
         args[0] = cairn
