@@ -97,6 +97,22 @@ TEST_F(JacobiMpi, SupervisedComputeProcessIsRestartedInPlace) {
   EXPECT_EQ(checksum_in(o.output), expected) << o.output;
 }
 
+// Rank 1's compute process dies between the two all-gathers of the end (the
+// grid, then the commit times). Its replacement restores the last version
+// and gathers the grid again: its supervisor answers that gather from its
+// log of the iteration's exchanges instead of starting a collective the
+// other ranks are not in (they are in the second one), and the job ends with
+// the single-process checksum.
+TEST_F(JacobiMpi, SupervisedReplacementReplaysTheGathersOfItsPredecessor) {
+  CAIRN_SKIP_SUPERVISED_UNDER_TSAN();
+  const std::string expected = single();
+  Outcome o = run(3, {"--supervised", "--crash-at", "120", "--crash-rank", "1"});
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("rank 1: compute process"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("after global version 120; restarting it in place"), std::string::npos) << o.output;
+  EXPECT_EQ(checksum_in(o.output), expected) << o.output;
+}
+
 TEST_F(JacobiMpi, ResumesOnAnotherNumberOfRanks) {
   const std::string expected = single();
   ASSERT_NE(run(4, {"--crash-at", "50", "--crash-rank", "3"}).exit_code, 0);

@@ -386,6 +386,11 @@ int solve(const Args& a, const Grid& grid, const cairn::dist::Options& o, cairn:
       // largest block (an all-gather of words, which a supervisor can relay).
       std::memcpy(mine.data(), persisting ? psi.read<double>() : plain[0].data(), grid.block_bytes());
       ctx.allgather(mine.data(), static_cast<int>(mine.size()), all.data());
+      // --crash-at ITERATIONS: between the two gathers of the end (a
+      // supervised replacement must not gather the grid a second time).
+      if (a.crash_at >= 0 && static_cast<std::uint64_t>(a.crash_at) == a.iterations && rank == a.crash_rank &&
+          !resuming)
+        raise(SIGKILL);
       // The slowest rank's commit times, in nanoseconds.
       const auto& s = ctx.stats();
       const double per = s.commits ? 1e9 / static_cast<double>(s.commits) : 0;
@@ -471,7 +476,8 @@ int main(int argc, char** argv) {
   cli.add_option("--strategy", a.strategy, "persistence strategy of every rank");
   cli.add_option("--dir", a.dir, "directory of the ranks' storage");
   cli.add_option("--name", a.name, "name of the state");
-  cli.add_option("--crash-at", a.crash_at, "SIGKILL rank --crash-rank at this iteration");
+  cli.add_option("--crash-at", a.crash_at,
+                 "SIGKILL rank --crash-rank at this iteration (= --iterations: between the two gathers of the end)");
   cli.add_option("--stop-at", a.stop_at, "stop (exit 0) at this iteration");
   cli.add_option("--crash-rank", a.crash_rank, "the rank --crash-at kills");
   cli.add_flag("--resume", a.resume, "continue from the global version");

@@ -227,6 +227,9 @@ class RankStore {
   // The global version each lane holds (after scan() and commits).
   const std::array<std::uint64_t, 2>& held() const { return held_; }
   const persist::Context& lane(int i) const { return *lane_[i]; }
+  // Whether the rank's storage existed when the store was created (false:
+  // created now, as after a node loss, or set aside since as damaged).
+  bool found_storage() const { return found_storage_; }
   // The storage of rank `rank` of an `nranks` job (both lanes); never call
   // it on a store that is open.
   static Result<std::vector<std::string>> remove_storage(const persist::Options& base, int rank, int nranks);
@@ -255,6 +258,7 @@ class RankStore {
   std::array<std::uint64_t, 2> held_{0, 0};  // what each lane holds (scan, commits)
   std::uint64_t version_ = 0;
   bool in_iteration_ = false;
+  bool found_storage_ = false;
 };
 
 // What survives the loss of a rank's storage (section "Redundancy" above).
@@ -467,7 +471,8 @@ class Context {
   int supervisor_fd_ = -1;
   bool restarted_ = false, started_sent_ = false;
   std::uint64_t restart_version_ = 0;
-  std::uint64_t exchange_iteration_ = 0, exchange_seq_ = 0;  // sendrecv's place, for replays
+  std::uint64_t exchange_iteration_ = 0, exchange_seq_ = 0;  // the place of sendrecvs and all-gathers, for replays
+  std::uint64_t next_exchange(std::uint64_t iteration);
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm group_ = MPI_COMM_NULL;  // xor: my parity group
   std::unique_ptr<detail::Topology> topo_;

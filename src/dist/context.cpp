@@ -305,8 +305,22 @@ void Context::allgather(const std::uint64_t* mine, int n, std::uint64_t* all) {
     if (!failed_) check(MPI_Allgather(mine, n, MPI_UINT64_T, all, n, MPI_UINT64_T, comm_));
     return;
   }
-  detail::ask_supervisor(supervisor_fd_, detail::Op::allgather, 0, mine, static_cast<std::size_t>(n), all,
+  // Once the compute process has started (restored, or reached its first
+  // commit), an all-gather is one of its iteration's exchanges, which the
+  // supervisor replays to a replacement that recomputes the iteration. Before
+  // that (restore's own), a death ends the job: nothing to replay.
+  // {sequence in the iteration}, then the words.
+  const std::uint64_t iteration = started_sent_ ? version() + 1 : 0;
+  std::vector<std::uint64_t> in(1 + static_cast<std::size_t>(n));
+  in[0] = started_sent_ ? next_exchange(iteration) : 0;
+  std::copy(mine, mine + n, in.begin() + 1);
+  detail::ask_supervisor(supervisor_fd_, detail::Op::allgather, iteration, in.data(), in.size(), all,
                          static_cast<std::size_t>(n) * static_cast<std::size_t>(size()));
+}
+
+std::uint64_t Context::next_exchange(std::uint64_t iteration) {
+  if (iteration != exchange_iteration_) exchange_iteration_ = iteration, exchange_seq_ = 0;
+  return exchange_seq_++;
 }
 
 void Context::sendrecv(const void* send, std::size_t send_bytes, int dest, void* recv, std::size_t recv_bytes,
@@ -322,12 +336,11 @@ void Context::sendrecv(const void* send, std::size_t send_bytes, int dest, void*
     return;
   }
   const std::uint64_t iteration = version() + 1;
-  if (iteration != exchange_iteration_) exchange_iteration_ = iteration, exchange_seq_ = 0;
   // {dest, source, send bytes, recv bytes, sequence in the iteration}, then the bytes.
   std::vector<std::uint64_t> in(5 + (send_bytes + 7) / 8, 0);
   in[0] = static_cast<std::uint64_t>(static_cast<std::int64_t>(dest));
   in[1] = static_cast<std::uint64_t>(static_cast<std::int64_t>(source));
-  in[2] = send_bytes, in[3] = recv_bytes, in[4] = exchange_seq_++;
+  in[2] = send_bytes, in[3] = recv_bytes, in[4] = next_exchange(iteration);
   std::memcpy(in.data() + 5, send, send_bytes);
   std::vector<std::uint64_t> out((recv_bytes + 7) / 8);
   detail::ask_supervisor(supervisor_fd_, detail::Op::sendrecv, iteration, in.data(), in.size(), out.data(), out.size());
@@ -839,9 +852,10 @@ struct Info {
   std::uint64_t copy[2];    // partner: the slots of the copy it holds for its source
   std::uint64_t parity[2];  // xor: the slots of its parity segment
   std::uint64_t pfs[2];     // its two newest flushed versions
+  std::uint64_t found;      // 1: its storage existed before this process (RankStore::found_storage)
   std::uint64_t newest() const { return std::max(held[0], held[1]); }
 };
-static_assert(sizeof(Info) == 8 * 8);
+static_assert(sizeof(Info) == 9 * 8);
 
 }  // namespace
 
@@ -872,8 +886,9 @@ Result<std::uint64_t> Context::restore() {
     const auto v = pfs_->versions();
     for (std::size_t i = 0; i < 2 && i < v.size(); ++i) mine.pfs[i] = v[i];
   }
+  mine.found = store_->found_storage() ? 1 : 0;
   std::vector<Info> all(static_cast<std::size_t>(t.nranks));
-  allgather(&mine.held[0], 8, &all[0].held[0]);
+  allgather(&mine.held[0], 9, &all[0].held[0]);
   if (failed_) return make_error(Errc::io_error, "restore: a process of the job failed (recover() replaces it)");
 
   std::uint64_t top = 0;
@@ -881,7 +896,11 @@ Result<std::uint64_t> Context::restore() {
   std::vector<char> lost(all.size(), 0);
   bool any_lost = false;
   for (std::size_t r = 0; r < all.size(); ++r) {
-    lost[r] = top > 0 && all[r].newest() == 0 ? 1 : 0;
+    // A rank that holds nothing lost its storage if another holds version 2
+    // or later (a rank commits 2 only after every rank committed 1), or if
+    // its storage is new. With version 1 at most and its storage found, it
+    // only never committed 1 (it died or hung first): 1 was never agreed.
+    lost[r] = top > 0 && all[r].newest() == 0 && (top > 1 || !all[r].found) ? 1 : 0;
     any_lost = any_lost || lost[r];
   }
   auto finish = [&](std::uint64_t g, const char* from) -> Result<std::uint64_t> {
@@ -956,10 +975,10 @@ Result<std::uint64_t> Context::restore() {
       }
     }
   }
-  if (top == 0 || !why.empty()) {
+  if (top == 0 || g == 0 || !why.empty()) {
     bool any_pfs = false;
     for (const auto& i : all) any_pfs = any_pfs || i.pfs[0] != 0;
-    if (top == 0 && !any_pfs) {
+    if ((top == 0 || (g == 0 && why.empty())) && !any_pfs) {
       tell_supervisor_started();
       stats_.restore_seconds = seconds_since(t0);
       return make_error(Errc::no_version, "no version is held by every rank; start from scratch");
@@ -1073,6 +1092,7 @@ Result<std::uint64_t> Context::restore_in_place(std::chrono::steady_clock::time_
   if (auto r = store_->select(restart_version_); !r.ok()) return std::move(r).error();
   stats_.restored_from = "local";
   restored_ = restart_version_;
+  tell_supervisor_started();  // its exchanges from here on are its predecessor's, replayed
   beat();
   return restart_version_;
 }

@@ -479,6 +479,109 @@ TEST_F(DistKill, LaunchRelaunchesAfterANodeLoss) {
   for (const auto& [rank, l] : done) EXPECT_EQ(l.match, 1) << "rank " << rank << "\n" << o.output;
 }
 
+// A rank that hangs (SIGSTOP) before its first commit holds the other rank
+// in the commit's agreement: neither ever beats. cairn launch judges ranks
+// that have not beaten against --start-timeout from the launch, ends the job
+// and relaunches it; the relaunch, with nothing committed, starts from the
+// beginning and ends in the uninterrupted state.
+TEST_F(DistKill, LaunchJudgesARankThatHangsBeforeItsFirstCommit) {
+  Outcome o = cairn::testing::run_program(CAIRN_TOOL, {"launch",
+                                                       "-n",
+                                                       "2",
+                                                       "--timeout",
+                                                       "1",
+                                                       "--start-timeout",
+                                                       "5",
+                                                       "--max-restarts",
+                                                       "2",
+                                                       "--",
+                                                       CAIRN_DIST_WORKER,
+                                                       "--dir",
+                                                       dir.path(),
+                                                       "--iterations",
+                                                       "20",
+                                                       "--kill-rank",
+                                                       "1",
+                                                       "--kill-at",
+                                                       "1",
+                                                       "--kill-signal",
+                                                       "STOP"});
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("from rank(s) 0 (never beat), 1 (never beat): declared dead"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("job finished after 1 restart"), std::string::npos) << o.output;
+  const auto restored = parse(o.output, "restored");
+  ASSERT_EQ(restored.size(), 2u) << o.output;
+  for (const auto& [rank, l] : restored) EXPECT_EQ(l.version, 0u) << o.output;
+  const auto done = parse(o.output, "done");
+  ASSERT_EQ(done.size(), 2u) << o.output;
+  for (const auto& [rank, l] : done) {
+    EXPECT_EQ(l.version, 20u) << o.output;
+    EXPECT_EQ(l.match, 1) << "rank " << rank << "\n" << o.output;
+  }
+}
+
+// Every tenth iteration takes a second, far beyond Eq. 3's T_timeout from the
+// fast ones (2.2 x 20 ms, floored at 0.3 s). A launcher that took T_i from
+// the last interval alone declared a false death at each slow iteration,
+// after every relaunch (5 here, more than --max-restarts allows). T_i is the
+// longest interval of the job and each heartbeat death doubles T_timeout, so
+// the job ends after a few relaunches in the uninterrupted state.
+TEST_F(DistKill, LaunchOutlastsAnIterationSlowerThanItsTimeout) {
+  Outcome o = cairn::testing::run_program(CAIRN_TOOL, {"launch",
+                                                       "-n",
+                                                       "2",
+                                                       "--timeout",
+                                                       "auto",
+                                                       "--timeout-floor",
+                                                       "0.3",
+                                                       "--max-restarts",
+                                                       "4",
+                                                       "--",
+                                                       CAIRN_DIST_WORKER,
+                                                       "--dir",
+                                                       dir.path(),
+                                                       "--iterations",
+                                                       "50",
+                                                       "--sleep-us",
+                                                       "20000",
+                                                       "--slow-every",
+                                                       "10",
+                                                       "--slow-ms",
+                                                       "1000"});
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("timeouts x2 from now on"), std::string::npos) << o.output;
+  const auto done = parse(o.output, "done");
+  ASSERT_EQ(done.size(), 2u) << o.output;
+  for (const auto& [rank, l] : done) {
+    EXPECT_EQ(l.version, 50u) << o.output;
+    EXPECT_EQ(l.match, 1) << "rank " << rank << "\n" << o.output;
+  }
+}
+
+// A beat names a process that is not the job's (its pid reused after the
+// rank's process ended, or a process on another node): the launcher ends the
+// job without killing that process.
+TEST_F(DistKill, LaunchKillsNoProcessOutsideTheJob) {
+  const pid_t outsider = fork();
+  ASSERT_GE(outsider, 0);
+  if (outsider == 0) {
+    ::alarm(120);
+    for (;;) ::pause();
+  }
+  const std::string who = std::to_string(outsider);
+  Outcome o = cairn::testing::run_program(
+      CAIRN_TOOL, {"launch", "-n", "1", "--timeout", "1", "--max-restarts", "0", "--", CAIRN_STALE_BEAT, who});
+  EXPECT_EQ(o.exit_code, 1) << o.output;
+  EXPECT_NE(o.output.find("declared dead"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("pid " + who + ", named by a beat, is not a process of this job: not killed"),
+            std::string::npos)
+      << o.output;
+  int status = 0;
+  EXPECT_EQ(waitpid(outsider, &status, WNOHANG), 0) << "the launcher killed a process outside the job";
+  ::kill(outsider, SIGKILL);
+  waitpid(outsider, &status, 0);
+}
+
 // A compute process that keeps dying is restarted --max-restarts times, then
 // the job ends (for a launcher to relaunch), naming the reason.
 TEST_F(DistKill, SupervisedGivesUpAfterMaxRestarts) {

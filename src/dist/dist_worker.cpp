@@ -53,6 +53,8 @@ struct Args {
   std::vector<int> await_kill;    // ranks whose first compute process waits to be killed before the last version
   int lag_rank = -1;              // this rank flushes no version after lag_after (its flushes lag)
   std::uint64_t lag_after = 0;
+  std::uint64_t slow_every = 0,
+                slow_ms = 0;  // iterations of versions that are multiples of slow_every take slow_ms more
 };
 
 // Version v of rank r's state, from version v-1 (version 0: the initial state).
@@ -136,7 +138,13 @@ int compute(const Args& a, cairn::dist::Context& ctx_ref) {
 
   std::uint64_t start = 0;
   auto g = a.resume || ctx->restarted() ? ctx->restore() : cairn::Result<std::uint64_t>(0);
-  const bool fresh = !g.ok() && ctx->restarted() && g.error().code == cairn::Errc::no_version;
+  // Nothing committed yet (the first process died or hung before version 1):
+  // a resume starts from the beginning.
+  const bool fresh = !g.ok() && g.error().code == cairn::Errc::no_version;
+  if (fresh && a.resume) {
+    std::printf("restored rank=%d version=0 match=1 from=none (nothing committed yet: from the beginning)\n", rank);
+    std::fflush(stdout);
+  }
   if ((a.resume || ctx->restarted()) && !fresh) {
     if (!g.ok()) {
       std::fprintf(stderr, "rank %d: %s\n", rank, g.error().message.c_str());
@@ -160,7 +168,10 @@ int compute(const Args& a, cairn::dist::Context& ctx_ref) {
   const bool awaits_kill =
       !ctx->restarted() && std::find(a.await_kill.begin(), a.await_kill.end(), rank) != a.await_kill.end();
   for (std::uint64_t v = start + 1; v <= a.iterations; ++v) {
-    if (killer && a.kill_when == "compute" && v == a.kill_at && !ctx->restarted()) raise(a.kill_signal);
+    // SIGSTOP (a hung rank) only in the first launch: the relaunch gets past it.
+    if (killer && a.kill_when == "compute" && v == a.kill_at && !ctx->restarted() &&
+        !(a.resume && a.kill_signal == SIGSTOP))
+      raise(a.kill_signal);
     if (awaits_kill && v == a.iterations) {
       std::fprintf(stderr, "dist_worker: rank %d: waiting to be killed before version %llu (--await-kill)\n", rank,
                    static_cast<unsigned long long>(v));
@@ -177,6 +188,7 @@ int compute(const Args& a, cairn::dist::Context& ctx_ref) {
     step(x->read<std::uint64_t>(), x->write<std::uint64_t>(), a.words, a.changing_words, v, rank);
     count->as<std::uint64_t>()[0] += v;
     if (a.sleep_us) std::this_thread::sleep_for(std::chrono::microseconds(a.sleep_us));
+    if (a.slow_every && v % a.slow_every == 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.slow_ms));
     ctx->commit().value();
     if (v == a.progress_at) std::ofstream(a.dir + "/progress." + std::to_string(rank)) << v << "\n";
   }
@@ -220,12 +232,17 @@ int main(int argc, char** argv) {
   cli.add_option("--lag-rank", a.lag_rank, "this rank flushes no version after --lag-after (a lagging flusher)");
   cli.add_option("--lag-after", a.lag_after, "the last version --lag-rank flushes");
   std::string signal_name = "KILL";
-  cli.add_option("--kill-signal", signal_name, "KILL | SEGV | BUS (--kill-when compute)")
-      ->check(CLI::IsMember({"KILL", "SEGV", "BUS"}));
+  cli.add_option("--kill-signal", signal_name, "KILL | SEGV | BUS | STOP (--kill-when compute; STOP: not on --resume)")
+      ->check(CLI::IsMember({"KILL", "SEGV", "BUS", "STOP"}));
+  cli.add_option("--slow-every", a.slow_every, "iterations of versions that are multiples of this take --slow-ms more");
+  cli.add_option("--slow-ms", a.slow_ms, "see --slow-every");
   try {
     cli.parse(argc, argv);
-    a.kill_signal = signal_name == "SEGV" ? SIGSEGV : signal_name == "BUS" ? SIGBUS : SIGKILL;
-    if (a.kill_signal != SIGKILL) {  // no core file for a crash on purpose
+    a.kill_signal = signal_name == "SEGV"   ? SIGSEGV
+                    : signal_name == "BUS"  ? SIGBUS
+                    : signal_name == "STOP" ? SIGSTOP
+                                            : SIGKILL;
+    if (a.kill_signal == SIGSEGV || a.kill_signal == SIGBUS) {  // no core file for a crash on purpose
       const rlimit none{0, 0};
       setrlimit(RLIMIT_CORE, &none);
     }

@@ -29,6 +29,17 @@ std::string lane_name(const std::string& base, int rank, int nranks, int lane) {
   return base + ".n" + std::to_string(nranks) + ".r" + std::to_string(rank) + (lane == 0 ? ".a" : ".b");
 }
 
+// Whether a file of either lane of rank `rank` is in its directory.
+bool lane_files_exist(const persist::Options& base, int rank, int nranks) {
+  namespace fs = std::filesystem;
+  const fs::path dir = base.dir.empty() ? fs::path(".") : fs::path(base.dir);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    for (int i = 0; i < 2; ++i)
+      if (e.path().filename().string().rfind(lane_name(base.name, rank, nranks, i), 0) == 0) return true;
+  return false;
+}
+
 }  // namespace
 
 void* DualRegion::read() const { return lane_[owner_->version_ % 2]->read(); }
@@ -44,6 +55,7 @@ Result<std::unique_ptr<RankStore>> RankStore::create(const persist::Options& bas
   s->base_ = base;
   s->rank_ = rank;
   s->nranks_ = nranks;
+  s->found_storage_ = lane_files_exist(base, rank, nranks);
   if (auto r = s->create_lanes(); !r.ok()) return std::move(r).error();
   return s;
 }
@@ -258,6 +270,7 @@ Result<void> RankStore::set_aside(const std::string& why) {
   held_ = {0, 0};
   version_ = 0;
   in_iteration_ = false;
+  found_storage_ = false;
   if (auto r = create_lanes(); !r.ok()) return r;
   for (std::size_t i = 0; i < registrations_.size(); ++i)
     if (auto r = register_in_lanes(i); !r.ok()) return r;

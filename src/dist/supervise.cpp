@@ -97,9 +97,15 @@ int supervise(MPI_Comm comm, Options options, const std::function<int(Context&)>
   std::uint64_t global = 0;  // the newest version the job agreed on
   bool started = false;
   std::chrono::steady_clock::time_point died{};  // when the last compute process was found dead
-  // The newest iteration's sendrecv answers, in order, for a replacement.
+  // The newest iteration's exchanges (sendrecv, all-gather) and their
+  // answers, in order, for a replacement that recomputes it.
+  struct Exchange {
+    detail::Op op;
+    std::size_t words;  // of the request
+    std::vector<std::uint64_t> answer;
+  };
   std::uint64_t replay_iteration = 0;
-  std::vector<std::vector<std::uint64_t>> replay;
+  std::vector<Exchange> replay;
   int restarts = 0;
   for (;;) {
     int sv[2];
@@ -164,22 +170,36 @@ int supervise(MPI_Comm comm, Options options, const std::function<int(Context&)>
           std::fflush(stdout);
           reported = true;
         }
-      } else if (q.op == detail::Op::sendrecv && in.size() >= 5) {
-        const std::uint64_t seq = in[4];
-        if (q.commit_version != replay_iteration) replay_iteration = q.commit_version, replay.clear();
-        if (seq < replay.size()) {
-          out = replay[seq];  // sent and received before the compute process died
-        } else {
+      } else if ((q.op == detail::Op::sendrecv && in.size() >= 5) || (q.op == detail::Op::allgather && !in.empty())) {
+        // Exchange `seq` of iteration q.commit_version: answered again if the
+        // compute process before this one made it, else made now and logged.
+        // An all-gather of restore (iteration 0) is never replayed.
+        const std::uint64_t seq = q.op == detail::Op::sendrecv ? in[4] : in[0];
+        const bool logged = q.op == detail::Op::sendrecv || q.commit_version != 0;
+        if (logged && q.commit_version != replay_iteration) replay_iteration = q.commit_version, replay.clear();
+        if (logged && seq < replay.size()) {
+          const Exchange& e = replay[seq];
+          if (e.op != q.op || e.words != in.size()) {
+            std::fprintf(stderr,
+                         "cairn dist: rank %d: the restarted compute process's exchange %llu of iteration %llu is not "
+                         "its predecessor's (an iteration must make the same sendrecv and allgather calls when it is "
+                         "computed again); ending the job\n",
+                         rank, static_cast<unsigned long long>(seq), static_cast<unsigned long long>(q.commit_version));
+            std::fflush(nullptr);
+            MPI_Abort(comm, 3);
+          }
+          out = e.answer;
+        } else if (q.op == detail::Op::sendrecv) {
           out.assign((in[3] + 7) / 8, 0);
           MPI_Sendrecv(in.data() + 5, static_cast<int>(in[2]), MPI_BYTE,
                        static_cast<int>(static_cast<std::int64_t>(in[0])), 41, out.data(), static_cast<int>(in[3]),
                        MPI_BYTE, static_cast<int>(static_cast<std::int64_t>(in[1])), 41, job, MPI_STATUS_IGNORE);
-          replay.push_back(out);
+        } else {
+          const int n = static_cast<int>(in.size() - 1);
+          out.resize((in.size() - 1) * static_cast<std::size_t>(size));
+          MPI_Allgather(in.data() + 1, n, MPI_UINT64_T, out.data(), n, MPI_UINT64_T, job);
         }
-      } else if (q.op == detail::Op::allgather) {
-        out.resize(in.size() * static_cast<std::size_t>(size));
-        MPI_Allgather(in.data(), static_cast<int>(in.size()), MPI_UINT64_T, out.data(), static_cast<int>(in.size()),
-                      MPI_UINT64_T, job);
+        if (logged && seq == replay.size()) replay.push_back({q.op, in.size(), out});
       }
       if (!detail::write_full(fd, out.data(), out.size() * 8)) break;
     }

@@ -5,13 +5,16 @@
 // words over a socket pair; the rank process answers with the result words.
 // min_int: MPI_Allreduce(MIN) of one int (commit version > 0: the agreement
 // on that version, which the supervisor records as the job's newest global
-// version when it succeeds); allgather: n words from every rank; started: the
-// compute process restored (or starts from scratch at) the version given,
-// from now on a death is restarted in place. No answer to started.
-// sendrecv (commit version = the iteration being computed): {dest, source,
-// send bytes, receive bytes, sequence number in the iteration} and the bytes;
-// the answer is the bytes received. The supervisor keeps the answers of the
-// newest iteration and replays them to a replacement that recomputes it.
+// version when it succeeds); started: the compute process restored (or starts
+// from scratch at) the version given, from now on a death is restarted in
+// place. No answer to started.
+// The exchanges of an iteration (commit version = the iteration being
+// computed), each with its sequence number in the iteration: sendrecv {dest,
+// source, send bytes, receive bytes, sequence} and the bytes, answered with
+// the bytes received; allgather {sequence} and n words, answered with n words
+// from every rank (commit version 0: restore's own, never replayed). The
+// supervisor keeps the answers of the newest iteration and replays them to a
+// replacement that recomputes it, refusing one whose calls differ.
 #pragma once
 
 #include <cstddef>

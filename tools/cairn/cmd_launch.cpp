@@ -7,11 +7,14 @@
 //
 // Heartbeat (seed 001 §3.3, Eqs. 1-3): the job gets $CAIRN_HEARTBEAT_DIR, where
 // every dist::Context writes heartbeat.<rank> (its version) after restore
-// and every commit. With --timeout T (T_timeout = T_hm + T_i + T_r + T_w, times the
-// resiliency interval; `--timeout auto` computes it so, T_i from the interval
-// the ranks write into their beats, 30 s until then), a rank whose file has not changed for T seconds is
-// declared dead and the job is ended (every rank whose beat gave its pid gets
-// SIGKILL, mpirun SIGTERM, its process group SIGKILL after 3 s) and
+// and every commit. With --timeout T (T_timeout = T_hm + T_i + T_r + T_w, times
+// the resiliency interval; `--timeout auto` computes it so, T_i the longest
+// interval any rank has written into its beats in this job, 30 s until one is
+// measured), a rank whose file has not changed for T seconds is declared dead;
+// so is a rank that has not beaten --start-timeout seconds after the
+// (re)launch (hung before its first commit, or never started). The job is then
+// ended (every rank whose beat gave the pid of one of this job's processes
+// gets SIGKILL, mpirun SIGTERM, its process group SIGKILL after 3 s) and
 // relaunched.
 //
 // Sample runs:
@@ -29,6 +32,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,8 +54,9 @@ struct LaunchOptions {
   bool timeout_auto = false;
   double t_hm = 0;  // seconds for a beat to reach the monitor (0: same machine)
   int resiliency_interval = 1;
-  double auto_start = 30;  // T_timeout until T_i is measured
-  double floor = 1;        // lowest T_timeout: the monitor's polling and the ranks' scheduling jitter
+  double auto_start = 30;     // T_timeout until T_i is measured
+  double floor = 1;           // lowest T_timeout: the monitor's polling and the ranks' scheduling jitter
+  double start_timeout = 30;  // seconds a rank may take from the (re)launch to its first beat
   std::string resume_flag = "--resume";
   std::string mpirun = "mpirun";
   std::vector<std::string> command;
@@ -59,45 +64,67 @@ struct LaunchOptions {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// heartbeat.<rank> files: age of the oldest beat (seconds), newest version,
-// and how many ranks have beaten since `since`.
+// heartbeat.<rank> files. A rank has beaten once its file holds a beat (a
+// damaged or foreign one counts: the rank writes it again at its next commit,
+// but it names no pid); its age is the file's. A rank without a beat (no file,
+// or the empty file a Context creates before its first beat) is aged from
+// `since`, the (re)launch.
 struct Beats {
-  int ranks_seen = 0, ranks_fresh = 0;
-  double oldest_age = 0;
+  int ranks_fresh = 0;  // ranks that have beaten since `since`
   std::uint64_t version = 0, restored = 0;
-  std::vector<std::pair<int, double>> ages;  // rank, seconds since its last beat
-  std::vector<pid_t> pids;                   // the ranks' processes, from their beats
-  double interval = 0;                       // the slowest rank's seconds between its last two beats
+  struct Rank {
+    int rank;
+    bool beaten;
+    double age;  // seconds since its last beat, or since the launch if it has none
+  };
+  std::vector<Rank> ranks;
+  std::vector<pid_t> pids;  // the ranks' processes, from their beats
+  double interval = 0;      // the longest interval between two beats of one rank, in the beats read now
 };
 
 Beats read_beats(const fs::path& dir, int ranks, fs::file_time_type since) {
   Beats b;
   const auto now = fs::file_time_type::clock::now();
   for (int r = 0; r < ranks; ++r) {
-    std::error_code ec;
     const std::string p = dist::detail::heartbeat_path(dir.string(), r);
+    std::error_code ec;
     const auto t = fs::last_write_time(p, ec);
-    if (ec) continue;
-    // A file the rank has created but not yet written is no beat. A damaged
-    // or foreign one gives nothing either (above all no pid to kill), but
-    // its age still counts: the rank writes it again at its next commit.
-    const auto beat = dist::detail::read_heartbeat(p);
-    if (!beat.ok() && beat.error().code != Errc::corrupted && beat.error().code != Errc::foreign_file &&
-        beat.error().code != Errc::truncated && beat.error().code != Errc::wrong_version)
-      continue;
+    const auto beat =
+        ec ? Result<dist::detail::Heartbeat>(make_error(Errc::not_found, p)) : dist::detail::read_heartbeat(p);
+    const bool beaten = beat.ok() || beat.error().code == Errc::corrupted || beat.error().code == Errc::foreign_file ||
+                        beat.error().code == Errc::truncated || beat.error().code == Errc::wrong_version;
     if (beat.ok()) {
       b.interval = std::max(b.interval, static_cast<double>(beat.value().interval_ns) * 1e-9);
       b.version = std::max(b.version, beat.value().version);
       b.restored = std::max(b.restored, beat.value().restored);
       b.pids.push_back(static_cast<pid_t>(beat.value().pid));
     }
-    ++b.ranks_seen;
-    if (t >= since) ++b.ranks_fresh;
-    const double age = std::chrono::duration<double>(now - t).count();
-    b.oldest_age = std::max(b.oldest_age, age);
-    b.ages.emplace_back(r, age);
+    if (beaten && t >= since) ++b.ranks_fresh;
+    b.ranks.push_back({r, beaten, std::chrono::duration<double>(now - (beaten ? t : since)).count()});
   }
   return b;
+}
+
+// Whether `pid` is `ancestor` or one of its descendants (its parent chain in
+// /proc). A beat names the process that wrote it, which may have ended since
+// (a supervised compute process replaced) and its pid gone to an unrelated
+// process, or run on another node: only this job's processes are killed.
+bool descends_from(pid_t pid, pid_t ancestor) {
+  for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+    if (pid == ancestor) return true;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return false;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) return false;
+    std::istringstream rest(line.substr(close + 1));
+    char state = 0;
+    long ppid = 0;
+    if (!(rest >> state >> ppid)) return false;
+    pid = static_cast<pid_t>(ppid);
+  }
+  return false;
 }
 
 // An app name built in this tree (apps/NAME/NAME), else the word as given.
@@ -153,6 +180,15 @@ int launch(const LaunchOptions& o) {
   std::vector<std::string> command = o.command;
   command[0] = resolve(command[0]);
   const auto t_start = Clock::now();
+  // T_i (Eq. 3): the longest interval between two beats any rank has written
+  // in this job, over every attempt. The last interval alone would make one
+  // iteration 2.2 times slower than the one before a false death, and a
+  // relaunch's first short interval one at every relaunch.
+  double t_i = 0, reported_t_i = 0;
+  // Each heartbeat death doubles T_timeout for the rest of the job: an
+  // iteration slower than Eq. 3 allows (a false death) then costs a few
+  // relaunches, not every one, and a hung rank is still found.
+  double backoff = 1;
   int rc = 1;
   for (int attempt = 0;; ++attempt) {
     for (int r = 0; r < o.ranks; ++r) fs::remove(hb / ("heartbeat." + std::to_string(r)));
@@ -172,8 +208,7 @@ int launch(const LaunchOptions& o) {
     // extended heartbeat; T_i is the slowest rank's time per iteration, from
     // the interval between its last two beats (one beat per commit, one
     // commit per resiliency interval), so it follows the job as it runs.
-    double timeout = o.timeout_auto ? o.auto_start : o.timeout;
-    double reported_t_i = 0;
+    double timeout = (o.timeout_auto ? o.auto_start : o.timeout) * backoff;
     for (;;) {
       const pid_t w = ::waitpid(pid, &status, WNOHANG);
       if (w == pid) break;
@@ -185,11 +220,11 @@ int launch(const LaunchOptions& o) {
         std::fflush(stdout);
         recovered_reported = true;
       }
-      if (o.timeout_auto && b.interval > 0 && !declared_dead) {
-        const double t_i = b.interval / static_cast<double>(o.resiliency_interval);
+      t_i = std::max(t_i, b.interval / static_cast<double>(o.resiliency_interval));
+      if (o.timeout_auto && t_i > 0 && !declared_dead) {
         const double eq3 = (o.t_hm + t_i + t_i / 5 + t_i) * o.resiliency_interval;
-        timeout = std::max(eq3, o.floor);
-        if (reported_t_i == 0 || t_i > 2 * reported_t_i || t_i < reported_t_i / 2) {
+        timeout = std::max(eq3, o.floor) * backoff;
+        if (reported_t_i == 0 || t_i > 1.5 * reported_t_i) {
           std::printf(
               "cairn launch: attempt %d: T_i %.4f s per iteration: T_timeout = (T_hm %.4f + T_i %.4f + T_r %.4f + "
               "T_w %.4f) x %d = %.4f s%s; declaring ranks dead after %.3f s\n",
@@ -199,22 +234,37 @@ int launch(const LaunchOptions& o) {
           reported_t_i = t_i;
         }
       }
-      if (timeout > 0 && !declared_dead && b.ranks_seen == o.ranks && b.oldest_age > timeout) {
+      // Every rank is judged, those that have not beaten yet too (against
+      // --start-timeout from the launch): a rank that hangs before its first
+      // commit holds the others in MPI, and none of them beats either.
+      std::string silent;
+      double oldest = 0;
+      const double start_limit = std::max(timeout, o.start_timeout * backoff);
+      if (timeout > 0 && !declared_dead)
+        for (const auto& r : b.ranks)
+          if (r.age > (r.beaten ? timeout : start_limit)) {
+            silent += (silent.empty() ? "" : ", ") + std::to_string(r.rank) + (r.beaten ? "" : " (never beat)");
+            oldest = std::max(oldest, r.age);
+          }
+      if (!silent.empty()) {
         // Ranks blocked in MPI behind a hung one stop beating too: all are listed.
-        std::string silent;
-        for (const auto& [r, age] : b.ages)
-          if (age > timeout) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
         std::printf(
-            "cairn launch: attempt %d: no heartbeat for %.3f s (T_timeout %.3f s) from rank(s) %s: declared dead, "
-            "ending the job\n",
-            attempt, b.oldest_age, timeout, silent.c_str());
-        std::fflush(stdout);
+            "cairn launch: attempt %d: no heartbeat for %.3f s (T_timeout %.3f s, --start-timeout %.3f s) from "
+            "rank(s) %s: declared dead, ending the job\n",
+            attempt, oldest, timeout, start_limit, silent.c_str());
         declared_dead = true;
+        backoff *= 2;
         killed_at = Clock::now();
         // A stopped rank acts on no signal but SIGKILL, and mpirun may have
         // put its ranks in their own process groups: kill them by pid, then
         // mpirun sees its ranks die and ends the job.
-        for (pid_t p : b.pids) ::kill(p, SIGKILL);
+        for (pid_t p : b.pids)
+          if (descends_from(p, pid))
+            ::kill(p, SIGKILL);
+          else
+            std::printf("cairn launch: attempt %d: pid %d, named by a beat, is not a process of this job: not killed\n",
+                        attempt, static_cast<int>(p));
+        std::fflush(stdout);
         ::kill(pid, SIGTERM);
       }
       if (declared_dead && seconds(Clock::now() - killed_at) > 3) ::kill(-pid, SIGKILL);
@@ -236,8 +286,10 @@ int launch(const LaunchOptions& o) {
       break;
     }
     if (std::find(command.begin(), command.end(), o.resume_flag) == command.end()) command.push_back(o.resume_flag);
-    std::printf("cairn launch: relaunching with %s (restart %d of %d)\n", o.resume_flag.c_str(), attempt + 1,
+    std::printf("cairn launch: relaunching with %s (restart %d of %d)", o.resume_flag.c_str(), attempt + 1,
                 o.max_restarts);
+    if (declared_dead) std::printf("; timeouts x%g from now on", backoff);
+    std::printf("\n");
     std::fflush(stdout);
   }
   std::error_code ec;
@@ -276,6 +328,10 @@ void add_launch_commands(CLI::App& app) {
   cmd->add_option("--timeout-floor", opts->floor,
                   "--timeout auto: never declare a rank dead sooner than this (default 1 s: polling every 20 ms, "
                   "ranks descheduled on a busy machine)")
+      ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_option("--start-timeout", opts->start_timeout,
+                  "With --timeout: a rank that has not beaten this many seconds after the (re)launch is declared dead "
+                  "(hung before its first commit or restore; default 30)")
       ->check(CLI::Range(0.0, 86400.0));
   cmd->add_option("--resiliency-interval", opts->resiliency_interval,
                   "--timeout auto: the application commits every this many iterations (Eq. 3; default 1)")
