@@ -192,6 +192,13 @@ static void cp_fail(const CairnPersist* p, const char* fmt, ...) {
   va_end(ap);
   fprintf(stderr, "CairnPersist (%s/%s): %s\n", p->dir, p->name, msg);
   g_free(msg);
+#ifdef CAIRN_GERRIS_DIST
+  /* in a parallel run, the whole job: the other processes may wait in a collective */
+  if (p->parallel) {
+    fflush(stderr);
+    cp_dist_abort(1);
+  }
+#endif
   exit(1);
 }
 
@@ -1330,6 +1337,8 @@ static void start_parallel(CairnPersist* p, GfsSimulation* sim, cp_dist_record* 
             "is written per process)");
   const gboolean resume = resume_requested(p);
   gchar* top = p->dir;
+  if (resume && !g_file_test(top, G_FILE_TEST_IS_DIR))
+    cp_fail(p, "cannot resume: nothing was persisted in %s (no such directory)", top);
   if (g_mkdir_with_parents(top, 0755) != 0) cp_fail(p, "cannot create the directory %s", top);
   char storage[4096], err[1024];
   if (cp_dist_open(top, p->base_name, resume, restored, &p->rank, &p->ranks, storage, sizeof storage, err,
@@ -1396,6 +1405,15 @@ static void start(CairnPersist* p, GfsSimulation* sim) {
    * 216 bytes a cell instead of 336). */
   p->solid_doubles = sim->solids->items ? CP_SOLID_DOUBLES : 0;
   p->payload_size = sizeof(PayloadHead) + (p->solid_doubles + p->state_doubles) * sizeof(gdouble);
+  /* A resume creates nothing: a failed one leaves no empty directory behind. */
+  if (resume_requested(p) && !g_file_test(p->dir, G_FILE_TEST_IS_DIR)) {
+    if (p->parallel)
+      cp_fail(p,
+              "cannot resume: the pools of process %d are missing (%s; its node lost? partner copies of the "
+              "module's pools are not implemented)",
+              p->rank, p->dir);
+    cp_fail(p, "cannot resume: nothing was persisted in %s (no such directory)", p->dir);
+  }
   if (g_mkdir_with_parents(p->dir, 0755) != 0) cp_fail(p, "cannot create the directory %s", p->dir);
   gchar* rpath = p->parallel ? NULL : ranks_path(p, p->dir);
   if (rpath && resume_requested(p) && g_file_test(rpath, G_FILE_TEST_EXISTS)) {

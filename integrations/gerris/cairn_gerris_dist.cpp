@@ -100,6 +100,13 @@ extern "C" int cp_dist_commit(const cp_dist_record* record, std::uint64_t* versi
   }
 }
 
+extern "C" void cp_dist_abort(int code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
 extern "C" std::uint64_t cp_dist_version(void) { return g_agreement ? g_agreement->ctx->version() : 0; }
 
 extern "C" void cp_dist_close(void) {

@@ -31,6 +31,10 @@ int cp_dist_open(const char* dir, const char* name, int resume, cp_dist_record* 
  * pools) and returns the new agreed version in *version. */
 int cp_dist_commit(const cp_dist_record* record, uint64_t* version, char* err, size_t errlen);
 uint64_t cp_dist_version(void);
+/* Ends the whole run (MPI_Abort) where MPI is running: a process that stops
+ * alone would leave the others waiting in a collective (and its exit in
+ * MPI_Finalize's fence). */
+void cp_dist_abort(int code);
 void cp_dist_close(void);
 
 #ifdef __cplusplus

@@ -231,6 +231,16 @@ def check_parallel(args):
     print("%s on %d processes: rank %d killed inside the persist of step %d, every rank resumed at %d, end.gfs "
           "identical" % (case, n, victim, k, k - 1))
 
+    # a rank's pools lost (no partner copies): the resume fails naming that process
+    lost = rng.randrange(n)
+    shutil.rmtree(os.path.join(root, "pools", "%s.rank%d" % (case, lost)))
+    p = run_parallel(args, os.path.join(root, "lost"), gfs, n, {"CAIRN_GERRIS_RESUME": "1"})
+    words = "the pools of process %d are missing" % lost
+    if p.returncode == 0 or words not in p.stderr:
+        fail("resume without rank %d's pools: expected a refusal mentioning '%s', got exit %d:\n%s" %
+             (lost, words, p.returncode, p.stderr))
+    print("refused (rank %d's pools lost): %s" % (lost, [l for l in p.stderr.splitlines() if words in l][0]))
+
     # the same domain on half the processes, or twice as many from 2 (Gerris itself needs the boxes' pids to
     # exist; the case must have a box for each); then serially
     other = n // 2 if n > 2 else 2 * n
