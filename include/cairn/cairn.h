@@ -538,9 +538,18 @@ typedef struct cairn_octree_options {
   uint64_t threshold_dram; /* also merge C0 into the pool below this much free system memory */
   double threshold_nvbm;   /* collect garbage below this free fraction of the pool */
   int reserve_as_used;     /* create: 1 reserves the pool's space as the tree grows, 0 all at creation */
+  /* create: 1 also keeps the version committed before the last one intact
+   * (stored in the tree), so a restore can go back one version; costs the
+   * blocks that version alone holds. */
+  int keep_previous;
+  /* restore: the version to restore, 0 the last committed one. In a tree
+   * that keeps the previous version, that one may be asked for: it becomes
+   * the committed version again, durably, and the newer one is discarded. */
+  uint64_t version;
 } cairn_octree_options;
 
-/* Defaults: 3D, no payload, 1 GiB pool reserved as used, 256 MiB of C0, 512 MiB threshold, 10 %. */
+/* Defaults: 3D, no payload, 1 GiB pool reserved as used, 256 MiB of C0, 512 MiB threshold, 10 %,
+ * no previous version kept, restore the last committed version. */
 void cairn_octree_options_init(cairn_octree_options* options);
 
 /* A new pool file at `path` (refused if it exists) with one root octant. */
@@ -548,6 +557,15 @@ int cairn_octree_create(const char* path, const cairn_octree_options* options, c
 /* The last persisted version in `path`; dims and data_size must match
  * (CAIRN_E_LAYOUT_MISMATCH); never persisted: CAIRN_E_NO_VERSION. */
 int cairn_octree_restore(const char* path, const cairn_octree_options* options, cairn_octree** out);
+/* Restart code in one call: the last persisted version in `path` if there
+ * is one (*restored_version, which may be NULL, gets its number); a new tree
+ * if the file does not exist, or exists but was never persisted (a crash
+ * before the first persist: the file is removed and created again), with
+ * *restored_version 0. Every other failure (a damaged pool, another dims or
+ * data_size, a file that is not a PM-octree) is returned and the file is
+ * left as it was: never re-created over durable data. */
+int cairn_octree_open_or_create(const char* path, const cairn_octree_options* options, cairn_octree** out,
+                                uint64_t* restored_version);
 /* Makes the working version persistent; *version (may be NULL) gets its number. */
 int cairn_octree_persist(cairn_octree* tree, uint64_t* version);
 /* Frees the handle (the pool file stays); sets *tree to NULL. */
@@ -603,6 +621,47 @@ int cairn_octree_leaves_next(cairn_octree_leaves* cursor, cairn_octant* octants,
 int cairn_octree_leaves_close(cairn_octree_leaves** cursor);
 int cairn_octree_checksum(const cairn_octree* tree, uint64_t* out);
 int cairn_octree_leaf_count(const cairn_octree* tree, uint64_t* out);
+/* The root octant's payload (Octree::root_data / update_root): internal once
+ * the tree is refined, so free for what the program must persist with the
+ * tree (a step counter, the simulation time); persist commits it with
+ * everything else. Read copies its first `size` bytes to `out`; write
+ * replaces them (copy-on-write, like any payload change). `size` above
+ * data_size: CAIRN_E_INVALID_ARGUMENT. */
+int cairn_octree_root_read(const cairn_octree* tree, void* out, size_t size);
+int cairn_octree_root_write(cairn_octree* tree, const void* data, size_t size);
+/* The leaf containing the point (x, y, z), in units of the finest octant (z
+ * is 0 in 2D): its octant in *leaf and, if `data` is not NULL, a pointer to
+ * its payload, valid until the tree changes. A point outside the domain:
+ * CAIRN_E_INVALID_ARGUMENT. */
+int cairn_octree_find_leaf(const cairn_octree* tree, uint32_t x, uint32_t y, uint32_t z, cairn_octant* leaf,
+                           const void** data);
+/* Memory accounting (Octree::stats): V(i) is the working version, V(i-1)
+ * the committed one. */
+typedef struct cairn_octree_stats {
+  uint64_t leaves, octants;   /* of V(i) */
+  uint64_t blocks;            /* blocks of V(i): the root's and one per family */
+  uint64_t dram_bytes;        /* V(i)'s blocks in DRAM (C0) */
+  uint64_t nvm_bytes;         /* pool blocks reachable from V(i) or V(i-1) */
+  uint64_t shared_bytes;      /* V(i)'s blocks that hold committed contents */
+  uint64_t version_bytes;     /* V(i) alone: what one version costs */
+  uint64_t block_bytes;       /* size of one family block */
+  uint64_t pool_free_bytes;   /* free pool space (after the last collection) */
+  uint64_t free_blocks;       /* blocks of chunks known free */
+  uint64_t chunk_blocks;      /* blocks the chunks hold in all */
+  uint64_t committed_version; /* as cairn_octree_version */
+  uint64_t previous_version;  /* the version kept before it (keep_previous), 0: none */
+  uint64_t previous_blocks;   /* pool blocks only that version reaches */
+  uint64_t depth;             /* finest leaf level */
+  uint64_t c0_regions;
+  uint64_t merges;          /* C0 regions merged into the pool for lack of DRAM */
+  uint64_t nvm_store_lines; /* cache lines stored into pool blocks since create/restore */
+  uint64_t gc_runs;
+} cairn_octree_stats;
+int cairn_octree_stats_get(const cairn_octree* tree, cairn_octree_stats* out);
+/* Checks the whole stored structure (every block any version reaches passes
+ * its checks and lies in a chunk, none is on the free list, ...):
+ * CAIRN_E_CORRUPTED names the first problem. */
+int cairn_octree_verify(const cairn_octree* tree);
 /* The committed version's number (0: never persisted). */
 uint64_t cairn_octree_version(const cairn_octree* tree);
 int cairn_octree_gc(cairn_octree* tree);

@@ -32,6 +32,8 @@ co::Options to_cpp(const cairn_octree_options* o) {
   out.threshold_dram = o->threshold_dram;
   out.threshold_nvbm = o->threshold_nvbm;
   out.reserve_as_used = o->reserve_as_used != 0;
+  out.keep_previous = o->keep_previous != 0;
+  out.version = o->version;
   return out;
 }
 
@@ -75,6 +77,8 @@ void cairn_octree_options_init(cairn_octree_options* o) {
   o->threshold_dram = d.threshold_dram;
   o->threshold_nvbm = d.threshold_nvbm;
   o->reserve_as_used = d.reserve_as_used ? 1 : 0;
+  o->keep_previous = d.keep_previous ? 1 : 0;
+  o->version = d.version;
 }
 
 int cairn_octree_create(const char* path, const cairn_octree_options* options, cairn_octree** out) {
@@ -83,6 +87,41 @@ int cairn_octree_create(const char* path, const cairn_octree_options* options, c
 
 int cairn_octree_restore(const char* path, const cairn_octree_options* options, cairn_octree** out) {
   return open_tree("cairn_octree_restore", path, out, [&] { return co::Octree::restore(path, to_cpp(options)); });
+}
+
+// Re-creating is allowed only where no durable data can be lost: the file
+// is missing, or restore said "never persisted" and versions() agrees (a
+// restore of a version the tree does not hold says no_version too, and that
+// tree has durable versions).
+int cairn_octree_open_or_create(const char* path, const cairn_octree_options* options, cairn_octree** out,
+                                uint64_t* restored_version) {
+  const char* fn = "cairn_octree_open_or_create";
+  return guard(fn, [&]() -> int {
+    if (path == nullptr || out == nullptr) return null_arg(fn, "path or out is NULL");
+    *out = nullptr;
+    if (restored_version != nullptr) *restored_version = 0;
+    const co::Options o = to_cpp(options);
+    auto restored = co::Octree::restore(path, o);
+    if (restored.ok()) {
+      if (restored_version != nullptr) *restored_version = restored.value()->version();
+      *out = new cairn_octree{std::move(restored.value())};
+      return 0;
+    }
+    const cairn::Errc why = restored.error().code;
+    if (why == cairn::Errc::no_version) {
+      co::Options latest = o;
+      latest.version = 0;
+      auto v = co::Octree::versions(path, latest);
+      if (v.ok() || v.error().code != cairn::Errc::no_version) return fail(fn, restored.error());
+      if (auto r = co::Octree::remove(path); !r.ok()) return fail(fn, r.error());
+    } else if (why != cairn::Errc::not_found) {
+      return fail(fn, restored.error());
+    }
+    auto created = co::Octree::create(path, o);
+    if (!created.ok()) return fail(fn, created.error());
+    *out = new cairn_octree{std::move(created.value())};
+    return 0;
+  });
 }
 
 int cairn_octree_persist(cairn_octree* t, uint64_t* version) {
@@ -304,6 +343,93 @@ int cairn_octree_leaf_count(const cairn_octree* t, uint64_t* out) {
     if (!r.ok()) return fail("cairn_octree_leaf_count", r.error());
     *out = r.value();
     return 0;
+  });
+}
+
+int cairn_octree_root_read(const cairn_octree* t, void* out, size_t size) {
+  const char* fn = "cairn_octree_root_read";
+  return guard(fn, [&]() -> int {
+    if (t == nullptr || (out == nullptr && size > 0)) return null_arg(fn, "tree or out is NULL");
+    if (size > t->tree->data_size())
+      return fail(fn, CAIRN_E_INVALID_ARGUMENT,
+                  std::to_string(size) + " bytes asked of a root payload of " + std::to_string(t->tree->data_size()) +
+                      " (the tree's data_size)");
+    if (size > 0) std::memcpy(out, t->tree->root_data(), size);
+    return 0;
+  });
+}
+
+int cairn_octree_root_write(cairn_octree* t, const void* data, size_t size) {
+  const char* fn = "cairn_octree_root_write";
+  return guard(fn, [&]() -> int {
+    if (t == nullptr || (data == nullptr && size > 0)) return null_arg(fn, "tree or data is NULL");
+    if (size > t->tree->data_size())
+      return fail(fn, CAIRN_E_INVALID_ARGUMENT,
+                  std::to_string(size) + " bytes written to a root payload of " + std::to_string(t->tree->data_size()) +
+                      " (the tree's data_size)");
+    auto r = t->tree->update_root([&](const co::Octant&, std::byte* d) {
+      if (size == 0 || std::memcmp(d, data, size) == 0) return false;
+      std::memcpy(d, data, size);
+      return true;
+    });
+    return r.ok() ? 0 : fail(fn, r.error());
+  });
+}
+
+int cairn_octree_find_leaf(const cairn_octree* t, uint32_t x, uint32_t y, uint32_t z, cairn_octant* leaf,
+                           const void** data) {
+  const char* fn = "cairn_octree_find_leaf";
+  return guard(fn, [&]() -> int {
+    if (t == nullptr || leaf == nullptr) return null_arg(fn, "tree or leaf is NULL");
+    auto r = t->tree->find_leaf(x, y, z);
+    if (!r.ok()) {
+      if (r.error().code != cairn::Errc::invalid_argument) return fail(fn, r.error());
+      return fail(fn, CAIRN_E_INVALID_ARGUMENT,
+                  "point (" + std::to_string(x) + ", " + std::to_string(y) + ", " + std::to_string(z) +
+                      ") outside the domain: coordinates below 2^CAIRN_OCTREE_MAX_LEVEL, z 0 in 2D");
+    }
+    *leaf = to_c(r.value().octant);
+    if (data != nullptr) *data = r.value().data;
+    return 0;
+  });
+}
+
+int cairn_octree_stats_get(const cairn_octree* t, cairn_octree_stats* out) {
+  const char* fn = "cairn_octree_stats_get";
+  return guard(fn, [&]() -> int {
+    if (t == nullptr || out == nullptr) return null_arg(fn, "tree or out is NULL");
+    auto r = t->tree->stats();
+    if (!r.ok()) return fail(fn, r.error());
+    const co::Stats& s = r.value();
+    *out = cairn_octree_stats{};
+    out->leaves = s.leaves;
+    out->octants = s.octants;
+    out->blocks = s.blocks;
+    out->dram_bytes = s.dram_bytes;
+    out->nvm_bytes = s.nvm_bytes;
+    out->shared_bytes = s.shared_bytes;
+    out->version_bytes = s.version_bytes;
+    out->block_bytes = s.block_bytes;
+    out->pool_free_bytes = s.pool_free_bytes;
+    out->free_blocks = s.free_blocks;
+    out->chunk_blocks = s.chunk_blocks;
+    out->committed_version = s.committed_version;
+    out->previous_version = s.previous_version;
+    out->previous_blocks = s.previous_blocks;
+    out->depth = static_cast<uint64_t>(s.depth);
+    out->c0_regions = s.c0_regions;
+    out->merges = s.merges;
+    out->nvm_store_lines = s.nvm_store_lines;
+    out->gc_runs = s.gc_runs;
+    return 0;
+  });
+}
+
+int cairn_octree_verify(const cairn_octree* t) {
+  return guard("cairn_octree_verify", [&]() -> int {
+    if (t == nullptr) return null_arg("cairn_octree_verify", "tree is NULL");
+    auto r = t->tree->verify();
+    return r.ok() ? 0 : fail("cairn_octree_verify", r.error());
   });
 }
 

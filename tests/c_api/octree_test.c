@@ -1,7 +1,8 @@
 /* octree_test.c — the PM-octree C API (cairn_octree_*) and seed 000's names
  * (cairn/pm_octree.h) from C11: build, refine, coarsen, balance, persist, a
  * lost working version, restore, payload updates, following an application's
- * own tree, and the errors a caller can cause. */
+ * own tree, the root payload, find_leaf, stats, verify, keep_previous,
+ * open-or-create on every kind of file, and the errors a caller can cause. */
 #define _XOPEN_SOURCE 700
 #include <stdint.h>
 #include <stdio.h>
@@ -249,10 +250,402 @@ static void test_errors(void) {
   REQUIRE_OK(cairn_octree_remove(path));
 }
 
+/* ---- helpers for files: whole contents, a marker's place, one flipped bit ---- */
+
+/* The file's bytes (malloc'd; *size its length), NULL if it cannot be read. */
+static unsigned char* slurp(const char* path, size_t* size) {
+  FILE* f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  fseek(f, 0, SEEK_END);
+  const long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char* b = malloc(n > 0 ? (size_t)n : 1);
+  if (b != NULL && fread(b, 1, (size_t)n, f) != (size_t)n) {
+    free(b);
+    b = NULL;
+  }
+  fclose(f);
+  *size = (size_t)n;
+  return b;
+}
+
+/* 1 if the file at `path` holds exactly `size` bytes equal to `bytes`. */
+static int same_file(const char* path, const unsigned char* bytes, size_t size) {
+  size_t n = 0;
+  unsigned char* now = slurp(path, &n);
+  const int same = now != NULL && n == size && memcmp(now, bytes, size) == 0;
+  free(now);
+  return same;
+}
+
+static void flip_bit(const char* path, uint64_t at, int bit) {
+  FILE* f = fopen(path, "r+b");
+  if (f == NULL) return;
+  fseek(f, (long)at, SEEK_SET);
+  const int c = fgetc(f);
+  fseek(f, (long)at, SEEK_SET);
+  fputc(c ^ (1 << bit), f);
+  fclose(f);
+}
+
+static int exists(const char* path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* The 2D tree of the tests below: uniform to level 1, then the lower left
+ * quadrant refined to level 2 (3 leaves of level 1, 4 of level 2). */
+static int lower_left(const cairn_octant* o, const void* data, void* user) {
+  (void)data;
+  (void)user;
+  return o->level == 1 && o->x == 0 && o->y == 0;
+}
+
+static int build_quadtree(cairn_octree* t) {
+  int rc = cairn_octree_uniform(t, 1, init_cell, NULL);
+  if (rc == 0) rc = cairn_octree_refine(t, 0, 2, lower_left, init_cell, NULL);
+  return rc;
+}
+
+static void quadtree_options(cairn_octree_options* o) {
+  cairn_octree_options_init(o);
+  o->dims = 2;
+  o->data_size = sizeof(struct cell);
+  o->pool_size = 16u << 20;
+  o->dram_budget = 0; /* every block in the pool */
+}
+
+enum { kLength = 1 << CAIRN_OCTREE_MAX_LEVEL };
+
+/* The root payload holds what the program persists with the tree (a step
+ * counter): committed by persist, back in a new handle; a write that is not
+ * persisted is lost with the working version. */
+static void test_root_payload(void) {
+  g_test = "root_payload";
+  char path[700];
+  snprintf(path, sizeof path, "%s/root.pool", g_dir);
+  cairn_octree_options o;
+  quadtree_options(&o);
+  cairn_octree* t = NULL;
+  REQUIRE_OK(cairn_octree_create(path, &o, &t));
+  uint64_t step = 99;
+  REQUIRE_OK(cairn_octree_root_read(t, &step, sizeof step));
+  CHECK_EQ_U64(step, 0); /* a new root's payload is zero */
+  REQUIRE_OK(build_quadtree(t));
+  step = 41;
+  REQUIRE_OK(cairn_octree_root_write(t, &step, sizeof step));
+  REQUIRE_OK(cairn_octree_persist(t, NULL));
+  step = 42; /* written, never persisted */
+  REQUIRE_OK(cairn_octree_root_write(t, &step, sizeof step));
+  step = 0;
+  REQUIRE_OK(cairn_octree_root_read(t, &step, sizeof step));
+  CHECK_EQ_U64(step, 42);
+  struct cell whole;
+  CHECK_ERR(cairn_octree_root_read(t, &whole, sizeof whole + 1), CAIRN_E_INVALID_ARGUMENT, "data_size");
+  CHECK_ERR(cairn_octree_root_write(t, &whole, sizeof whole + 1), CAIRN_E_INVALID_ARGUMENT, "data_size");
+  CHECK_ERR(cairn_octree_root_read(NULL, &step, sizeof step), CAIRN_E_INVALID_ARGUMENT, "NULL");
+  REQUIRE_OK(cairn_octree_close(&t));
+
+  int error = 1;
+  t = pm_restore_err(path, &o, &error);
+  REQUIRE(t != NULL);
+  CHECK(error == 0);
+  step = 0;
+  REQUIRE_OK(cairn_octree_root_read(t, &step, sizeof step));
+  CHECK_EQ_U64(step, 41);
+  uint64_t leaves = 0;
+  REQUIRE_OK(cairn_octree_leaf_count(t, &leaves));
+  CHECK_EQ_U64(leaves, 7);
+  REQUIRE_OK(cairn_octree_delete(&t));
+}
+
+static void test_find_leaf_and_stats(void) {
+  g_test = "find_leaf_and_stats";
+  char path[700];
+  snprintf(path, sizeof path, "%s/find.pool", g_dir);
+  cairn_octree_options o;
+  quadtree_options(&o);
+  cairn_octree* t = NULL;
+  REQUIRE_OK(cairn_octree_create(path, &o, &t));
+  REQUIRE_OK(build_quadtree(t));
+  struct {
+    uint32_t x, y;
+    cairn_octant leaf;
+  } const cases[] = {
+      {0, 0, {2, 0, 0, 0}},
+      {kLength / 4 - 1, kLength / 4 - 1, {2, 0, 0, 0}},
+      {kLength / 4, 0, {2, kLength / 4, 0, 0}},
+      {kLength / 4 + 3, kLength / 2 - 1, {2, kLength / 4, kLength / 4, 0}},
+      {kLength / 2, 0, {1, kLength / 2, 0, 0}},
+      {kLength - 1, 5, {1, kLength / 2, 0, 0}},
+      {7, kLength / 2 + 9, {1, 0, kLength / 2, 0}},
+      {kLength - 1, kLength - 1, {1, kLength / 2, kLength / 2, 0}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    cairn_octant leaf = {-1, 0, 0, 0};
+    const void* data = NULL;
+    REQUIRE_OK(cairn_octree_find_leaf(t, cases[i].x, cases[i].y, 0, &leaf, &data));
+    CHECK(leaf.level == cases[i].leaf.level);
+    CHECK_EQ_U64(leaf.x, cases[i].leaf.x);
+    CHECK_EQ_U64(leaf.y, cases[i].leaf.y);
+    CHECK_EQ_U64(leaf.z, 0);
+    REQUIRE(data != NULL);
+    CHECK_EQ_U64(((const struct cell*)data)->level, cases[i].leaf.level); /* init_cell's mark */
+  }
+  cairn_octant leaf;
+  REQUIRE_OK(cairn_octree_find_leaf(t, 1, 1, 0, &leaf, NULL)); /* data may be NULL */
+  CHECK_ERR(cairn_octree_find_leaf(t, kLength, 0, 0, &leaf, NULL), CAIRN_E_INVALID_ARGUMENT, "outside the domain");
+  CHECK_ERR(cairn_octree_find_leaf(t, 0, 0, 1, &leaf, NULL), CAIRN_E_INVALID_ARGUMENT, "z 0 in 2D");
+  CHECK_ERR(cairn_octree_find_leaf(t, 0, 0, 0, NULL, NULL), CAIRN_E_INVALID_ARGUMENT, "NULL");
+
+  /* Stats: 9 octants (the root, 4, 4), 7 leaves, 3 blocks (the root's, two
+   * families), depth 2; all in the pool (no C0). */
+  cairn_octree_stats st;
+  memset(&st, 0xff, sizeof st);
+  REQUIRE_OK(cairn_octree_stats_get(t, &st));
+  uint64_t leaves = 0;
+  REQUIRE_OK(cairn_octree_leaf_count(t, &leaves));
+  CHECK_EQ_U64(st.leaves, leaves);
+  CHECK_EQ_U64(st.leaves, 7);
+  CHECK_EQ_U64(st.octants, 9);
+  CHECK_EQ_U64(st.blocks, 3);
+  CHECK_EQ_U64(st.depth, 2);
+  CHECK(st.block_bytes > 0);
+  CHECK_EQ_U64(st.version_bytes, 3 * st.block_bytes);
+  CHECK_EQ_U64(st.dram_bytes, 0);
+  CHECK_EQ_U64(st.committed_version, 0);
+  CHECK_EQ_U64(st.previous_version, 0);
+  CHECK_EQ_U64(st.shared_bytes, 0); /* nothing committed yet */
+  REQUIRE_OK(cairn_octree_persist(t, NULL));
+  REQUIRE_OK(cairn_octree_stats_get(t, &st));
+  CHECK_EQ_U64(st.committed_version, 1);
+  CHECK_EQ_U64(st.committed_version, cairn_octree_version(t));
+  CHECK_EQ_U64(st.shared_bytes, 3 * st.block_bytes); /* every block is the committed one's */
+  CHECK_EQ_U64(st.nvm_bytes, 3 * st.block_bytes);
+  CHECK(st.chunk_blocks >= 3);
+  CHECK_ERR(cairn_octree_stats_get(t, NULL), CAIRN_E_INVALID_ARGUMENT, "NULL");
+  REQUIRE_OK(cairn_octree_verify(t));
+  CHECK_ERR(cairn_octree_verify(NULL), CAIRN_E_INVALID_ARGUMENT, "NULL");
+  REQUIRE_OK(cairn_octree_delete(&t));
+}
+
+/* A leaf's payload marked, persisted, then one bit of it flipped in the file:
+ * restore reads the committed block lazily, verify finds the damage. */
+static void test_verify_damage(void) {
+  g_test = "verify_damage";
+  char path[700];
+  snprintf(path, sizeof path, "%s/verify.pool", g_dir);
+  cairn_octree_options o;
+  quadtree_options(&o);
+  cairn_octree* t = NULL;
+  REQUIRE_OK(cairn_octree_create(path, &o, &t));
+  REQUIRE_OK(build_quadtree(t));
+  const uint64_t marked[2] = {0x5EED000C0FFEE123ull, 0x0DDBA11CAFEF00Dull}; /* sizeof(struct cell) */
+  cairn_octree_leaves* cursor = NULL;
+  REQUIRE_OK(cairn_octree_leaves_open(t, 1, &cursor));
+  cairn_octant octs[8];
+  void* datas[8];
+  size_t got = 0;
+  REQUIRE_OK(cairn_octree_leaves_next(cursor, octs, datas, 8, &got));
+  REQUIRE(got > 0);
+  memcpy(datas[got - 1], &marked, sizeof marked); /* the last leaf of the first batch */
+  REQUIRE_OK(cairn_octree_leaves_close(&cursor));
+  REQUIRE_OK(cairn_octree_persist(t, NULL));
+  REQUIRE_OK(cairn_octree_verify(t));
+  REQUIRE_OK(cairn_octree_close(&t));
+
+  t = pm_restore(path, &o);
+  REQUIRE(t != NULL);
+  REQUIRE_OK(cairn_octree_verify(t)); /* a good pool after restore */
+  REQUIRE_OK(cairn_octree_close(&t));
+
+  /* The marker is in the file once (one committed copy of the block). */
+  size_t size = 0;
+  unsigned char* bytes = slurp(path, &size);
+  REQUIRE(bytes != NULL);
+  size_t found = 0, at = 0;
+  for (size_t i = 0; i + sizeof marked <= size; ++i)
+    if (memcmp(bytes + i, &marked, sizeof marked) == 0) {
+      ++found;
+      at = i;
+    }
+  free(bytes);
+  CHECK_EQ_U64(found, 1);
+  REQUIRE(found == 1);
+  flip_bit(path, at + 2, 3);
+
+  int error = 0;
+  t = pm_restore_err(path, &o, &error);
+  REQUIRE(t != NULL); /* only the header, the record and the root block are read at restore */
+  CHECK_ERR(cairn_octree_verify(t), CAIRN_E_CORRUPTED, "verify.pool");
+  uint64_t sum = 0;
+  CHECK_ERR(cairn_octree_checksum(t, &sum), CAIRN_E_CORRUPTED, "verify.pool");
+  REQUIRE_OK(cairn_octree_close(&t));
+  REQUIRE_OK(cairn_octree_remove(path));
+}
+
+/* keep_previous: version 1 stays intact after version 2 and can be restored. */
+static void test_keep_previous(void) {
+  g_test = "keep_previous";
+  char path[700];
+  snprintf(path, sizeof path, "%s/previous.pool", g_dir);
+  cairn_octree_options o;
+  quadtree_options(&o);
+  CHECK(o.keep_previous == 0);
+  CHECK_EQ_U64(o.version, 0);
+  o.keep_previous = 1;
+  cairn_octree* t = NULL;
+  REQUIRE_OK(cairn_octree_create(path, &o, &t));
+  REQUIRE_OK(build_quadtree(t));
+  uint64_t one = 0, two = 0, step = 1;
+  REQUIRE_OK(cairn_octree_root_write(t, &step, sizeof step));
+  REQUIRE_OK(cairn_octree_persist(t, NULL));
+  REQUIRE_OK(cairn_octree_checksum(t, &one));
+  REQUIRE_OK(cairn_octree_uniform(t, 2, init_cell, NULL)); /* 16 leaves */
+  step = 2;
+  REQUIRE_OK(cairn_octree_root_write(t, &step, sizeof step));
+  REQUIRE_OK(cairn_octree_persist(t, NULL));
+  REQUIRE_OK(cairn_octree_checksum(t, &two));
+  CHECK(one != two);
+  cairn_octree_stats st;
+  REQUIRE_OK(cairn_octree_stats_get(t, &st));
+  CHECK_EQ_U64(st.committed_version, 2);
+  CHECK_EQ_U64(st.previous_version, 1);
+  REQUIRE_OK(cairn_octree_close(&t));
+
+  o.version = 7; /* not held */
+  CHECK_ERR(cairn_octree_restore(path, &o, &t), CAIRN_E_NO_VERSION, "not version 7");
+  o.version = 1;
+  REQUIRE_OK(cairn_octree_restore(path, &o, &t));
+  CHECK_EQ_U64(cairn_octree_version(t), 1);
+  uint64_t sum = 0;
+  REQUIRE_OK(cairn_octree_checksum(t, &sum));
+  CHECK_EQ_U64(sum, one);
+  REQUIRE_OK(cairn_octree_root_read(t, &step, sizeof step));
+  CHECK_EQ_U64(step, 1);
+  REQUIRE_OK(cairn_octree_verify(t));
+  REQUIRE_OK(cairn_octree_delete(&t));
+}
+
+/* cairn_octree_open_or_create on every kind of file it can meet. */
+static void test_open_or_create(void) {
+  g_test = "open_or_create";
+  char path[700];
+  snprintf(path, sizeof path, "%s/restart.pool", g_dir);
+  cairn_octree_options o;
+  quadtree_options(&o);
+  cairn_octree* t = NULL;
+  uint64_t version = 99, leaves = 0, step = 0;
+
+  /* A missing file: created, version 0. */
+  REQUIRE_OK(cairn_octree_open_or_create(path, &o, &t, &version));
+  REQUIRE(t != NULL);
+  CHECK_EQ_U64(version, 0);
+  CHECK(exists(path));
+  REQUIRE_OK(build_quadtree(t));
+  REQUIRE_OK(cairn_octree_close(&t)); /* a crash before the first persist */
+
+  /* Never persisted: removed and created again, version 0, one root leaf. */
+  int error = 0;
+  CHECK(pm_restore_err(path, &o, &error) == NULL);
+  CHECK(error == CAIRN_E_NO_VERSION);
+  CHECK(pm_create_err(path, &o, &error) == NULL);
+  CHECK(error == CAIRN_E_ALREADY_EXISTS);
+  version = 99;
+  REQUIRE_OK(cairn_octree_open_or_create(path, &o, &t, &version));
+  CHECK_EQ_U64(version, 0);
+  REQUIRE_OK(cairn_octree_leaf_count(t, &leaves));
+  CHECK_EQ_U64(leaves, 1);
+  REQUIRE_OK(build_quadtree(t));
+  step = 3;
+  REQUIRE_OK(cairn_octree_root_write(t, &step, sizeof step));
+  REQUIRE_OK(cairn_octree_persist(t, NULL));
+  REQUIRE_OK(cairn_octree_persist(t, NULL));
+  uint64_t persisted = 0;
+  REQUIRE_OK(cairn_octree_checksum(t, &persisted));
+  REQUIRE_OK(cairn_octree_close(&t));
+
+  /* Persisted: restored at its version, with its root payload. */
+  REQUIRE_OK(cairn_octree_open_or_create(path, &o, &t, NULL)); /* restored_version may be NULL */
+  REQUIRE_OK(cairn_octree_close(&t));
+  version = 0;
+  REQUIRE_OK(cairn_octree_open_or_create(path, &o, &t, &version));
+  CHECK_EQ_U64(version, 2);
+  uint64_t sum = 0;
+  REQUIRE_OK(cairn_octree_checksum(t, &sum));
+  CHECK_EQ_U64(sum, persisted);
+  step = 0;
+  REQUIRE_OK(cairn_octree_root_read(t, &step, sizeof step));
+  CHECK_EQ_U64(step, 3);
+  REQUIRE_OK(cairn_octree_close(&t));
+
+  size_t size = 0;
+  unsigned char* good = slurp(path, &size);
+  REQUIRE(good != NULL);
+
+  /* Another layout, a version the tree does not hold: errors, the file untouched. */
+  cairn_octree_options wrong = o;
+  wrong.data_size = 24;
+  CHECK_ERR(cairn_octree_open_or_create(path, &wrong, &t, &version), CAIRN_E_LAYOUT_MISMATCH, "restart.pool");
+  CHECK(t == NULL);
+  CHECK(same_file(path, good, size));
+  wrong = o;
+  wrong.dims = 3;
+  CHECK_ERR(cairn_octree_open_or_create(path, &wrong, &t, &version), CAIRN_E_LAYOUT_MISMATCH, "2D tree");
+  CHECK(same_file(path, good, size));
+  wrong = o;
+  wrong.version = 7;
+  CHECK_ERR(cairn_octree_open_or_create(path, &wrong, &t, &version), CAIRN_E_NO_VERSION, "not version 7");
+  CHECK(t == NULL);
+  CHECK(same_file(path, good, size));
+  CHECK(pm_restore_err(path, &wrong, &error) == NULL);
+  CHECK(error == CAIRN_E_NO_VERSION);
+
+  /* A damaged commit record: CAIRN_E_CORRUPTED, the file untouched. Root
+   * slot 1 of the pool names the record. */
+  cairn_pool* pool = NULL;
+  REQUIRE_OK(cairn_pool_open(path, CAIRN_FLUSH_AUTO, NULL, &pool));
+  uint64_t record = 0, record_version = 0;
+  REQUIRE_OK(cairn_pool_root_get(pool, 1, &record, &record_version));
+  REQUIRE_OK(cairn_pool_close(&pool));
+  CHECK_EQ_U64(record_version, 2);
+  REQUIRE(record != 0 && record + 24 < size);
+  flip_bit(path, record + 16, 1);
+  unsigned char* damaged = slurp(path, &size);
+  REQUIRE(damaged != NULL);
+  CHECK_ERR(cairn_octree_open_or_create(path, &o, &t, &version), CAIRN_E_CORRUPTED, "restart.pool");
+  CHECK(t == NULL);
+  CHECK(same_file(path, damaged, size));
+  CHECK(pm_restore_err(path, &o, &error) == NULL);
+  CHECK(error == CAIRN_E_CORRUPTED);
+  free(damaged);
+  free(good);
+
+  /* A cairn pool that is not a PM-octree: refused, untouched. */
+  char plain[700];
+  snprintf(plain, sizeof plain, "%s/plain.pool", g_dir);
+  REQUIRE_OK(cairn_pool_create(plain, 4u << 20, CAIRN_FLUSH_AUTO, NULL, &pool));
+  REQUIRE_OK(cairn_pool_close(&pool));
+  unsigned char* other = slurp(plain, &size);
+  REQUIRE(other != NULL);
+  CHECK_ERR(cairn_octree_open_or_create(plain, &o, &t, &version), CAIRN_E_FOREIGN_FILE, "not a PM-octree");
+  CHECK(t == NULL);
+  CHECK(same_file(plain, other, size));
+  free(other);
+  CHECK_ERR(cairn_octree_open_or_create(NULL, &o, &t, &version), CAIRN_E_INVALID_ARGUMENT, "NULL");
+  CHECK(pm_create_err(path, &o, NULL) == NULL); /* error may be NULL */
+  REQUIRE_OK(cairn_octree_remove(path));
+}
+
 int main(void) {
   make_scratch_dir("cairn-octree");
   test_seed_names();
   test_follow();
   test_errors();
+  test_root_payload();
+  test_find_leaf_and_stats();
+  test_verify_damage();
+  test_keep_previous();
+  test_open_or_create();
   return finish("octree_test");
 }
