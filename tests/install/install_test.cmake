@@ -89,6 +89,16 @@ run(${env} ${WORK}/cmake-build/step2_resilient_loop)
 run(${env} ${WORK}/cmake-build/step2_resilient_loop_c)
 run(${env} ${WORK}/cmake-build/step7_octree)
 run(${env} ${WORK}/cmake-build/step7_octree_c)
+# The installed tool runs the installed apps (<prefix>/<libexecdir>/cairn), not the build tree's.
+execute_process(COMMAND ${env} CAIRN_APPS_DIR= ${prefix}/bin/cairn run --list RESULT_VARIABLE rc OUTPUT_VARIABLE listed)
+if(NOT rc EQUAL 0 OR NOT listed MATCHES "jacobi\n" OR NOT listed MATCHES "sph\n")
+  message(FATAL_ERROR "install_test: `cairn run --list` from the install (${rc}):\n${listed}")
+endif()
+execute_process(COMMAND ${env} ${prefix}/bin/cairn run jacobi --size 48 --iterations 20 --strategy in-place
+                        --dir ${WORK}/pools --quiet RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "VERIFIED")
+  message(FATAL_ERROR "install_test: `cairn run jacobi` from the install (${rc}):\n${out}\n${err}")
+endif()
 
 # 2. pkg-config: one C and one C++ program compiled by hand.
 set(ENV{PKG_CONFIG_PATH} ${libdir}/pkgconfig)

@@ -127,12 +127,14 @@ bool descends_from(pid_t pid, pid_t ancestor) {
   return false;
 }
 
-// An app name built in this tree (apps/NAME/NAME), else the word as given.
+// An app name built in this tree (apps/NAME/NAME) or installed beside the
+// tool (apps_dir()/NAME), else the word as given.
 std::string resolve(const std::string& app) {
   if (app.find('/') != std::string::npos) return app;
-  const fs::path built = apps_dir() / app / app;
   std::error_code ec;
-  return fs::exists(built, ec) ? built.string() : app;
+  for (const fs::path& p : {apps_dir() / app / app, apps_dir() / app})
+    if (fs::is_regular_file(p, ec)) return p.string();
+  return app;
 }
 
 pid_t spawn(const LaunchOptions& o, const std::vector<std::string>& command) {

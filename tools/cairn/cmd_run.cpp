@@ -29,6 +29,11 @@ fs::path apps_dir() {
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return "apps";
+  // Installed: <prefix>/bin/cairn and the apps in <prefix>/<libexecdir>/cairn
+  // (apps/CMakeLists.txt); in a build tree: <build>/tools/cairn/cairn and
+  // <build>/apps/NAME/NAME.
+  const fs::path installed = self.parent_path().parent_path() / CAIRN_INSTALL_LIBEXECDIR / "cairn";
+  if (fs::is_directory(installed, ec)) return installed;
   return self.parent_path().parent_path().parent_path() / "apps";
 }
 
