@@ -1,14 +1,14 @@
 /* step7_octree.c — tutorial step 7 (C): an adaptive mesh persisted at every step, resumed after a crash.
  *
  * The C++ step's mesh (a quadtree following the edge of a moving disc) with
- * seed 000's four calls from cairn/pm_octree.h: pm_restore, pm_create,
- * pm_persistent, pm_delete. The changes for resilience, marked:
- *   (1) restore brings back the last persisted version (pm_restore returns
- *       only NULL on failure; cairn_octree_restore also says why):
- *       CAIRN_E_NOT_FOUND (no pool) or CAIRN_E_NO_VERSION (a crash before the
- *       first persist) means a fresh start with pm_create;
- *   (2) every step ends with one persist, so the persisted version number is
- *       the number of steps done (the C++ step keeps it in the root payload);
+ * seed 000's calls from cairn/pm_octree.h (pm_create, pm_persistent,
+ * pm_delete). The changes for resilience, marked:
+ *   (1) cairn_octree_open_or_create brings back the last persisted version;
+ *       a missing pool, or one whose first persist never happened (a crash
+ *       before it), means a fresh tree; anything else (a damaged pool, a
+ *       pool of another program) is an error, and the pool is left alone;
+ *   (2) the step counter lives in the root octant's payload, so it is
+ *       persisted with the mesh;
  *   (3) pm_persistent at the end of every step.
  * At the end the same steps run in a second tree from scratch: a resumed run
  * must give the same checksum as an uninterrupted one.
@@ -28,6 +28,13 @@
 
 enum { kMaxLevel = 7, kSteps = 40 };
 
+/* A leaf's payload is its distance to the edge; the root's is the number of
+ * steps done (the root is never a leaf here: far_from_edge never holds for it). */
+struct cell {
+  int64_t steps_done; /* root: steps persisted so far; leaves: 0 */
+  double distance;    /* leaves: centre to the disc's edge; root: unused */
+};
+
 /* Edges and corners are in units of the finest octant: the root's edge is 2^CAIRN_OCTREE_MAX_LEVEL. */
 static double size_of(const cairn_octant* o) { return 1.0 / (double)(1u << o->level); }
 static double centre(uint32_t at, const cairn_octant* o) {
@@ -45,7 +52,7 @@ static int near_edge(const cairn_octant* o, const void* data, void* user) {
 }
 static void init(const cairn_octant* o, void* data, const void* parent, void* user) {
   (void)o, (void)parent, (void)user;
-  *(double*)data = 0;
+  memset(data, 0, sizeof(struct cell));
 }
 static int far_from_edge(const cairn_octant* parent, const void* const* children, void* user) {
   (void)children;
@@ -53,19 +60,21 @@ static int far_from_edge(const cairn_octant* parent, const void* const* children
 }
 static void merge(const cairn_octant* parent, void* data, const void* const* children, void* user) {
   (void)parent, (void)children, (void)user;
-  *(double*)data = 0;
+  memset(data, 0, sizeof(struct cell));
 }
 static int fill(const cairn_octant* leaf, void* data, void* user) {
-  *(double*)data = distance(leaf, *(const long*)user);
+  ((struct cell*)data)->distance = distance(leaf, *(const long*)user);
   return 1;
 }
 
-/* One step of the mesh: adapt to the edge at `step`, then fill the leaves. */
+/* One step of the mesh: adapt to the edge at `step`, fill the leaves, count the step. */
 static int advance(cairn_octree* t, long step) {
+  const int64_t done = step + 1;
   int rc = cairn_octree_refine(t, 1, kMaxLevel, near_edge, init, &step);
   if (rc == 0) rc = cairn_octree_coarsen(t, 0, far_from_edge, merge, &step);
   if (rc == 0) rc = cairn_octree_balance(t, 0, init, &step);
   if (rc == 0) rc = cairn_octree_update_leaves(t, fill, &step);
+  if (rc == 0) rc = cairn_octree_root_write(t, &done, sizeof done); /* (2) */
   return rc;
 }
 
@@ -85,15 +94,14 @@ int main(int argc, char** argv) {
   cairn_octree_options o;
   cairn_octree_options_init(&o);
   o.dims = 2;
-  o.data_size = sizeof(double);
+  o.data_size = sizeof(struct cell);
   o.pool_size = 64u << 20;
 
   pmoctree* t = NULL;
-  const int rc = cairn_octree_restore(path, &o, &t); /* (1): pm_restore, with its error code */
-  if (rc == CAIRN_E_NO_VERSION) cairn_octree_remove(path);
-  if (rc != 0 && rc != CAIRN_E_NOT_FOUND && rc != CAIRN_E_NO_VERSION) return fail(path);
-  if (t == NULL && (t = pm_create(path, &o)) == NULL) return fail(path);
-  const long start = (long)cairn_octree_version(t); /* (2) */
+  if (cairn_octree_open_or_create(path, &o, &t, NULL) != 0) return fail(path); /* (1) */
+  int64_t done = 0;
+  if (cairn_octree_root_read(t, &done, sizeof done) != 0) return fail(path); /* (2) */
+  const long start = (long)done;
   for (long s = start; s < kSteps; ++s) {
     if (advance(t, s) != 0) return fail("a step");
     if (pm_persistent(t) != 0) return fail("persist"); /* (3) */
