@@ -66,7 +66,7 @@ COMMANDS = {
     "placement": "cairn bench placement --profiles dram --size jacobi=1024:40,jacobi-sharpen=1024:16 -r 3",
     "stream": "cairn bench stream --size 64M --profiles dram -r 5",
     "amr": "cairn bench amr --size 5 --sizes 4,5 -r 3",
-    "dist": "cairn bench dist --experiments overhead,recovery --ranks 2 --job-ranks 2 -r 3",
+    "dist": "cairn bench dist --experiments overhead,recovery --ranks 2 --job-ranks 2 --size 256:200 --recovery-size 128:2000 -r 3",
     "gerris": "cairn bench gerris -r 3",
 }
 
