@@ -566,6 +566,12 @@ int cairn_octree_restore(const char* path, const cairn_octree_options* options, 
  * left as it was: never re-created over durable data. */
 int cairn_octree_open_or_create(const char* path, const cairn_octree_options* options, cairn_octree** out,
                                 uint64_t* restored_version);
+/* The versions the tree in `path` can restore, without restoring it:
+ * *committed the last persisted one, *previous the one kept before it
+ * (keep_previous; 0: none). Either may be NULL. Never persisted:
+ * CAIRN_E_NO_VERSION. */
+int cairn_octree_versions(const char* path, const cairn_octree_options* options, uint64_t* committed,
+                          uint64_t* previous);
 /* Makes the working version persistent; *version (may be NULL) gets its number. */
 int cairn_octree_persist(cairn_octree* tree, uint64_t* version);
 /* Frees the handle (the pool file stays); sets *tree to NULL. */
@@ -620,6 +626,9 @@ int cairn_octree_leaves_next(cairn_octree_leaves* cursor, cairn_octant* octants,
 /* Frees the cursor and sets *cursor to NULL. */
 int cairn_octree_leaves_close(cairn_octree_leaves** cursor);
 int cairn_octree_checksum(const cairn_octree* tree, uint64_t* out);
+/* The same of the version kept before the committed one (keep_previous),
+ * read without making it current; CAIRN_E_NO_VERSION if none is kept. */
+int cairn_octree_previous_checksum(const cairn_octree* tree, uint64_t* out);
 int cairn_octree_leaf_count(const cairn_octree* tree, uint64_t* out);
 /* The root octant's payload (Octree::root_data / update_root): internal once
  * the tree is refined, so free for what the program must persist with the

@@ -124,6 +124,20 @@ int cairn_octree_open_or_create(const char* path, const cairn_octree_options* op
   });
 }
 
+int cairn_octree_versions(const char* path, const cairn_octree_options* options, uint64_t* committed,
+                          uint64_t* previous) {
+  return guard("cairn_octree_versions", [&]() -> int {
+    if (path == nullptr) return null_arg("cairn_octree_versions", "path is NULL");
+    co::Options o = to_cpp(options);
+    o.version = 0;
+    auto v = co::Octree::versions(path, o);
+    if (!v.ok()) return fail("cairn_octree_versions", v.error());
+    if (committed != nullptr) *committed = v.value().committed;
+    if (previous != nullptr) *previous = v.value().previous;
+    return 0;
+  });
+}
+
 int cairn_octree_persist(cairn_octree* t, uint64_t* version) {
   return guard("cairn_octree_persist", [&]() -> int {
     if (t == nullptr) return null_arg("cairn_octree_persist", "tree is NULL");
@@ -331,6 +345,16 @@ int cairn_octree_checksum(const cairn_octree* t, uint64_t* out) {
     if (t == nullptr || out == nullptr) return null_arg("cairn_octree_checksum", "tree or out is NULL");
     auto r = t->tree->checksum();
     if (!r.ok()) return fail("cairn_octree_checksum", r.error());
+    *out = r.value();
+    return 0;
+  });
+}
+
+int cairn_octree_previous_checksum(const cairn_octree* t, uint64_t* out) {
+  return guard("cairn_octree_previous_checksum", [&]() -> int {
+    if (t == nullptr || out == nullptr) return null_arg("cairn_octree_previous_checksum", "tree or out is NULL");
+    auto r = t->tree->previous_checksum();
+    if (!r.ok()) return fail("cairn_octree_previous_checksum", r.error());
     *out = r.value();
     return 0;
   });

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cairn/pm_octree.h"
 #include "check.h"
@@ -318,8 +320,8 @@ static void quadtree_options(cairn_octree_options* o) {
 enum { kLength = 1 << CAIRN_OCTREE_MAX_LEVEL };
 
 /* The root payload holds what the program persists with the tree (a step
- * counter): committed by persist, back in a new handle; a write that is not
- * persisted is lost with the working version. */
+ * counter): committed by persist, back in another process and in a new
+ * handle; a write that is not persisted is lost with the working version. */
 static void test_root_payload(void) {
   g_test = "root_payload";
   char path[700];
@@ -345,6 +347,21 @@ static void test_root_payload(void) {
   CHECK_ERR(cairn_octree_root_write(t, &whole, sizeof whole + 1), CAIRN_E_INVALID_ARGUMENT, "data_size");
   CHECK_ERR(cairn_octree_root_read(NULL, &step, sizeof step), CAIRN_E_INVALID_ARGUMENT, "NULL");
   REQUIRE_OK(cairn_octree_close(&t));
+
+  /* Another process restores the tree and finds the persisted counter. */
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    cairn_octree* c = NULL;
+    uint64_t seen = 0;
+    const int ok = cairn_octree_restore(path, &o, &c) == 0 && cairn_octree_root_read(c, &seen, sizeof seen) == 0;
+    cairn_octree_close(&c);
+    _exit(!ok ? 2 : seen == 41 ? 0 : 1);
+  }
+  int status = -1;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK_EQ_U64(WEXITSTATUS(status), 0);
 
   int error = 1;
   t = pm_restore_err(path, &o, &error);
@@ -511,20 +528,32 @@ static void test_keep_previous(void) {
   REQUIRE_OK(cairn_octree_stats_get(t, &st));
   CHECK_EQ_U64(st.committed_version, 2);
   CHECK_EQ_U64(st.previous_version, 1);
+  uint64_t sum = 0;
+  REQUIRE_OK(cairn_octree_previous_checksum(t, &sum));
+  CHECK_EQ_U64(sum, one);
   REQUIRE_OK(cairn_octree_close(&t));
+  uint64_t committed = 0, previous = 0;
+  REQUIRE_OK(cairn_octree_versions(path, &o, &committed, &previous));
+  CHECK_EQ_U64(committed, 2);
+  CHECK_EQ_U64(previous, 1);
 
   o.version = 7; /* not held */
   CHECK_ERR(cairn_octree_restore(path, &o, &t), CAIRN_E_NO_VERSION, "not version 7");
   o.version = 1;
   REQUIRE_OK(cairn_octree_restore(path, &o, &t));
   CHECK_EQ_U64(cairn_octree_version(t), 1);
-  uint64_t sum = 0;
   REQUIRE_OK(cairn_octree_checksum(t, &sum));
   CHECK_EQ_U64(sum, one);
   REQUIRE_OK(cairn_octree_root_read(t, &step, sizeof step));
   CHECK_EQ_U64(step, 1);
   REQUIRE_OK(cairn_octree_verify(t));
-  REQUIRE_OK(cairn_octree_delete(&t));
+  /* Version 1 is the committed one again, durably; none is kept before it. */
+  CHECK_ERR(cairn_octree_previous_checksum(t, &sum), CAIRN_E_NO_VERSION, "keep_previous");
+  REQUIRE_OK(cairn_octree_close(&t));
+  REQUIRE_OK(cairn_octree_versions(path, &o, &committed, &previous));
+  CHECK_EQ_U64(committed, 1);
+  CHECK_EQ_U64(previous, 0);
+  REQUIRE_OK(cairn_octree_remove(path));
 }
 
 /* cairn_octree_open_or_create on every kind of file it can meet. */
@@ -551,6 +580,7 @@ static void test_open_or_create(void) {
   CHECK(error == CAIRN_E_NO_VERSION);
   CHECK(pm_create_err(path, &o, &error) == NULL);
   CHECK(error == CAIRN_E_ALREADY_EXISTS);
+  CHECK_ERR(cairn_octree_versions(path, &o, NULL, NULL), CAIRN_E_NO_VERSION, "never persisted");
   version = 99;
   REQUIRE_OK(cairn_octree_open_or_create(path, &o, &t, &version));
   CHECK_EQ_U64(version, 0);
