@@ -518,8 +518,11 @@ const char* cairn_stream_errormsg(void);
  * (cost: the octants changed since the last persist); cairn_octree_restore
  * returns the last persisted version at once. Octants carry `data_size`
  * bytes of payload; callbacks get pointers to it. Every call returns 0 or a
- * negative CAIRN_E_* code with cairn_errormsg() set. The seed's own names
- * (pm_create, pm_persistent, pm_restore, pm_delete) are in cairn/pm_octree.h.
+ * negative CAIRN_E_* code with cairn_errormsg() set. Restart code is one
+ * call, cairn_octree_open_or_create; what the program must resume with (a
+ * step counter) goes in the root payload (cairn_octree_root_write) and is
+ * persisted with the tree. The seed's own names (pm_create, pm_persistent,
+ * pm_restore, pm_delete) are in cairn/pm_octree.h.
  * C++: cairn/octree.hpp (the primary interface; its header explains the
  * design). */
 typedef struct cairn_octree cairn_octree;
