@@ -147,6 +147,9 @@ class SlotStore {
   static constexpr std::size_t kChunk = 64 * 1024;
   // False for a format 2 pool, which has no checksum tables.
   bool checksummed() const { return crc_offset_[0] != 0; }
+  // Whether the versions committed now get checksums (the format has them and
+  // Options::checksums is on): what a writer may skip computing otherwise.
+  bool sealing() const { return checksummed() && sealing_; }
   // Chunks of region i.
   std::size_t chunks(std::size_t region) const;
   // Checksums of the chunks of region i that overlap [offset, offset+n),

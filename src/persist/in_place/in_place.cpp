@@ -351,7 +351,7 @@ void InPlace::stream(void* dst, const void* src, std::size_t len) {
   constexpr std::size_t kMinGathered = 1024;
   const int k = target();
   const auto* at = static_cast<const std::byte*>(dst);
-  if (at < store_->area(k) || !store_->checksummed()) return;
+  if (at < store_->area(k) || !store_->sealing()) return;
   std::size_t off = static_cast<std::size_t>(at - store_->area(k));
   std::size_t i = layout_->entries.size();
   while (i > 0 && store_->region_offset(i - 1) > off) --i;
