@@ -29,15 +29,16 @@ std::string lane_name(const std::string& base, int rank, int nranks, int lane) {
   return base + ".n" + std::to_string(nranks) + ".r" + std::to_string(rank) + (lane == 0 ? ".a" : ".b");
 }
 
-// Whether a file of either lane of rank `rank` is in its directory.
-bool lane_files_exist(const persist::Options& base, int rank, int nranks) {
+// The files of both lanes of rank `rank` in its directory.
+std::vector<std::filesystem::path> lane_files(const persist::Options& base, int rank, int nranks) {
   namespace fs = std::filesystem;
   const fs::path dir = base.dir.empty() ? fs::path(".") : fs::path(base.dir);
+  std::vector<fs::path> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))
     for (int i = 0; i < 2; ++i)
-      if (e.path().filename().string().rfind(lane_name(base.name, rank, nranks, i), 0) == 0) return true;
-  return false;
+      if (e.path().filename().string().rfind(lane_name(base.name, rank, nranks, i), 0) == 0) out.push_back(e.path());
+  return out;
 }
 
 }  // namespace
@@ -55,7 +56,7 @@ Result<std::unique_ptr<RankStore>> RankStore::create(const persist::Options& bas
   s->base_ = base;
   s->rank_ = rank;
   s->nranks_ = nranks;
-  s->found_storage_ = lane_files_exist(base, rank, nranks);
+  s->found_storage_ = !lane_files(base, rank, nranks).empty();
   if (auto r = s->create_lanes(); !r.ok()) return std::move(r).error();
   return s;
 }
@@ -256,16 +257,11 @@ Result<void> RankStore::set_aside(const std::string& why) {
   const fs::path aside = dir / "damaged";
   std::error_code ec;
   fs::create_directories(aside, ec);
-  for (int i = 0; i < 2; ++i) {
-    const std::string prefix = lane_name(base_.name, rank_, nranks_, i);
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      const std::string f = e.path().filename().string();
-      if (f.rfind(prefix, 0) != 0) continue;
-      fs::rename(e.path(), aside / f, ec);
-      if (ec)
-        return make_error(Errc::io_error, "rank " + std::to_string(rank_) + ": cannot move " + e.path().string() +
-                                              " aside (" + ec.message() + ") after: " + why);
-    }
+  for (const fs::path& f : lane_files(base_, rank_, nranks_)) {
+    fs::rename(f, aside / f.filename(), ec);
+    if (ec)
+      return make_error(Errc::io_error, "rank " + std::to_string(rank_) + ": cannot move " + f.string() + " aside (" +
+                                            ec.message() + ") after: " + why);
   }
   held_ = {0, 0};
   version_ = 0;
