@@ -1,6 +1,8 @@
 // crc32c.hpp — CRC-32C (Castagnoli), the checksum of committed payloads
 // (internal): the SSE4.2 crc32 instruction where the CPU has it, tables
-// otherwise; both give the same value.
+// otherwise; both give the same value. Where the CPU has AVX-512 and
+// VPCLMULQDQ, buffers of 256 bytes and more are folded by carry-less
+// multiplication instead (about 2.5x the crc32 instruction's speed).
 //
 // Why CRC-32C and not util::hash_bytes: it is what storage uses for data at
 // rest (iSCSI, ext4 metadata, Btrfs), it detects every burst of up to 32 bits
@@ -21,8 +23,8 @@ std::uint32_t crc32c(std::uint32_t crc, const void* data, std::size_t n) noexcep
 // length: parts computed on several threads joined in order. O(log len_b).
 std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b) noexcept;
 
-// crc32c_combine(x, 0, n) for n < 65536, by tables (a few dozen cycles, not
-// a few thousand): the register x moved past n zero bytes. What lets pieces of
+// crc32c_combine(x, 0, n), by tables up to n = 16 * 65535 (a few dozen cycles
+// per 64 KiB, not a few thousand): the register x moved past n zero bytes. What lets pieces of
 // a chunk, checksummed separately and in any order, be joined by xor (the
 // in-place strategy's streamed writes).
 std::uint32_t crc32c_shift(std::uint32_t x, std::uint32_t n) noexcept;
