@@ -439,10 +439,12 @@ bool Versioner::check_aliasing() {
         if (auto* c = dyn_cast<CallBase>(obj);
             c && c->getCalledFunction() && c->getCalledFunction()->getName() == kTagFn)
           continue;
+        const std::string kind = isa<Argument>(obj)   ? "a parameter of the function"
+                                 : isa<LoadInst>(obj) ? "a pointer loaded from memory"
+                                                      : "a pointer computed in a way";
         error(F_, &I,
-              "the access at " + where(&I) + " in the main loop goes through a pointer (" +
-                  (obj->hasName() ? obj->getName().str() : std::string("unnamed")) +
-                  ") the pass cannot tell apart from the marked arrays; use a local array, a global or a "
+              "the access at " + where(&I) + " in the main loop goes through " + kind +
+                  " the pass cannot tell apart from the marked arrays; use a local array, a global or a "
                   "malloc'ed pointer of this function");
         return false;
       }
@@ -595,14 +597,14 @@ void Versioner::classify(Target& t) {
     // iteration writes (special case I).
     if (!isa<LoadInst>(a.inst)) return copy("its update loop also copies from it");
     const SCEV* p = SE_.getSCEV(a.inst->getOperand(a.operand));
-    Instruction* match = nullptr;
-    for (auto& [s, sp] : stores)
-      if (sp == p && s->getParent() != nullptr && isa<StoreInst>(s) &&
-          cast<StoreInst>(s)->getValueOperand()->getType() == a.inst->getType() &&
-          LI_.getLoopFor(s->getParent()) == LI_.getLoopFor(bb))
-        match = s;
-    if (!match) return copy("its update loop reads elements of it other than the one it is writing (special case II)");
-    if (DT_.dominates(match, a.inst)) {
+    std::vector<Instruction*> same;  // stores of the same element in the same inner loop
+    for (auto& [st, sp] : stores)
+      if (sp == p && isa<StoreInst>(st) && cast<StoreInst>(st)->getValueOperand()->getType() == a.inst->getType() &&
+          LI_.getLoopFor(st->getParent()) == LI_.getLoopFor(bb))
+        same.push_back(st);
+    if (same.empty())
+      return copy("its update loop reads elements of it other than the one it is writing (special case II)");
+    if (any_of(same, [&](Instruction* st) { return DT_.dominates(st, a.inst); })) {
       a.consistent = false;  // special case I: after the update, the working version
       special_one = true;
       continue;
@@ -611,8 +613,8 @@ void Versioner::classify(Target& t) {
     // inner iteration wrote the same element. F one loop, one address
     // expression {start,+,step} with |step| >= the element size.
     auto* ar = dyn_cast<SCEVAddRecExpr>(SE_.getMinusSCEV(p, base));
-    bool injective =
-        nest->getSubLoops().empty() && ar && ar->getLoop() == nest && ar->isAffine() && DT_.dominates(a.inst, match);
+    bool injective = nest->getSubLoops().empty() && ar && ar->getLoop() == nest && ar->isAffine() &&
+                     all_of(same, [&](Instruction* st) { return DT_.dominates(a.inst, st); });
     if (injective) {
       const auto* step = dyn_cast<SCEVConstant>(ar->getStepRecurrence(SE_));
       const uint64_t size = F_.getParent()->getDataLayout().getTypeStoreSize(a.inst->getType());
@@ -621,8 +623,7 @@ void Versioner::classify(Target& t) {
     for (auto& [s, sp] : stores)
       if (sp != p) injective = false;
     if (!injective) return copy("its update loop may read an element an earlier inner iteration wrote");
-    a.consistent = true;
-    special_one = true;
+    a.consistent = true;  // the basic rule, element by element
   }
   t.mode = kVersioned;
   t.why = special_one ? "special case I (post-update version switch)" : "the basic rule";
