@@ -168,8 +168,8 @@ Result<T> in_child(const std::string& what, F&& f) {
 #ifdef CAIRN_HAVE_P4EST
 
 struct P4Run {
-  double uniform = 0, refine = 0, balance = 0, read = 0, iterate = 0, write = 0, save = -1, load = -1, load_read = -1,
-         full = -1;
+  double uniform = 0, refine = 0, balance = 0, read = 0, read_any = 0, iterate = 0, write = 0, write_any = 0, save = -1,
+         load = -1, load_read = -1, full = -1;
   double unsaved_bytes = 0;  // > 0: p8est_save was skipped, it would have written this many bytes
   std::uint64_t refined = 0, balanced = 0, full_leaves = 0;
   std::uint64_t hash_refined = 0, hash_balanced = 0, hash_full = 0;
@@ -254,12 +254,18 @@ P4Run p4_run(const OctreeSize& s, std::uint32_t data_size, const std::string& fi
   r.hash_balanced = p4_hash(p);
   r.memory_used = p8est_memory_used(p);
   r.read = timed([&] { g_sink = p4_sum(p); });
+  // The same loop again, as the PM-octree's second read (in memory order):
+  // p4est's arrays are its fastest way to read every payload in any order.
+  r.read_any = timed([&] { g_sink = p4_sum(p); });
   r.iterate = timed([&] {
     std::uint64_t sum = 0;
     p8est_iterate(p, nullptr, &sum, p4_volume, nullptr, nullptr, nullptr);
     g_sink = sum;
   });
   r.write = timed([&] {
+    p4_each(p, [&](p8est_quadrant_t* q) { bump_payload(static_cast<std::byte*>(q->p.user_data), data_size); });
+  });
+  r.write_any = timed([&] {
     p4_each(p, [&](p8est_quadrant_t* q) { bump_payload(static_cast<std::byte*>(q->p.user_data), data_size); });
   });
   // p8est_save (p4est 2.2 with MPI-IO) writes a process's quadrants with
@@ -308,11 +314,12 @@ struct PmVersion {
 };
 
 struct PmRun {
-  double create = 0, uniform = 0, refine = 0, balance = 0, read = 0, read2 = 0, write = 0, update = 0, persist = 0,
-         persist_1pct = 0, restore = 0, restore_read = 0, full = -1;
+  double create = 0, uniform = 0, refine = 0, balance = 0, read = 0, read_any = 0, read2 = 0, write = 0, write_any = 0,
+         update = 0, persist = 0, persist_1pct = 0, restore = 0, restore_read = 0, full = -1;
   std::uint64_t refined = 0, balanced = 0, full_leaves = 0;
   std::uint64_t hash_refined = 0, hash_balanced = 0, hash_full = 0;
   bool restore_equal = true;
+  bool memory_order_equal = true;  // LeafOrder::memory read the payloads the Morton order read
   ot::PersistStats full_persist;
   ot::Stats stats;                    // after face balance, before the first persist
   std::array<PmVersion, 4> versions;  // kVersions
@@ -352,10 +359,10 @@ Result<std::uint64_t> pm_sum(const ot::Octree& t) {
 
 // The same sum over the flat iteration (Octree::leaves: no callback), as
 // p4est's is a loop over its quadrant arrays.
-Result<std::uint64_t> pm_sum_flat(const ot::Octree& t) {
+Result<std::uint64_t> pm_sum_flat(const ot::Octree& t, ot::LeafOrder order = ot::LeafOrder::morton) {
   std::uint64_t s = 0;
   const std::size_t n = t.data_size();
-  auto leaves = t.leaves();
+  auto leaves = t.leaves(order);
   for (;;) {
     auto batch = leaves.next();
     if (!batch.ok()) return batch.error();
@@ -366,9 +373,9 @@ Result<std::uint64_t> pm_sum_flat(const ot::Octree& t) {
 
 // Every payload changed in place (Octree::write_leaves), as p4est's write
 // traversal changes its quadrants' payloads.
-Result<void> pm_write_all(ot::Octree& t) {
+Result<void> pm_write_all(ot::Octree& t, ot::LeafOrder order = ot::LeafOrder::morton) {
   const std::size_t n = t.data_size();
-  auto leaves = t.write_leaves();
+  auto leaves = t.write_leaves(order);
   for (;;) {
     auto batch = leaves.next();
     if (!batch.ok()) return batch.error();
@@ -478,10 +485,18 @@ Result<PmRun> pm_run(const OctreeSize& s, const OctreeBenchOptions& o, const std
     r.read = timed([&] { sum = pm_sum_flat(*t); });
     if (!sum.ok()) return sum.error();
     g_sink = sum.value();
+    // The same sum in memory order (LeafOrder::memory): the same leaves,
+    // each once, in no particular order; checked against the Morton sum.
+    const std::uint64_t morton_sum = sum.value();
+    r.read_any = timed([&] { sum = pm_sum_flat(*t, ot::LeafOrder::memory); });
+    if (!sum.ok()) return sum.error();
+    r.memory_order_equal = sum.value() == morton_sum;
     r.read2 = timed([&] { sum = pm_sum(*t); });
     if (!sum.ok()) return sum.error();
     Result<void> w{};
     r.write = timed([&] { w = pm_write_all(*t); });
+    if (!w.ok()) return w.error();
+    r.write_any = timed([&] { w = pm_write_all(*t, ot::LeafOrder::memory); });
     if (!w.ok()) return w.error();
     // The same change through the callback walk the writer replaces, for
     // comparison in the same run.
@@ -591,6 +606,8 @@ void evaluate_goals(OctreeSizeReport& s, bool have_p4est) {
   ratio_goal("traversal (read, p4est's arrays) at least as fast", "traverse-read", 1);
   ratio_goal("traversal (read, p8est_iterate) at least as fast", "traverse-iterate", 1);
   ratio_goal("traversal (write every payload) at least as fast", "traverse-write", 1);
+  ratio_goal("traversal (read, any order) at least as fast", "traverse-read-any", 1);
+  ratio_goal("traversal (write every payload, any order) at least as fast", "traverse-write-any", 1);
   ratio_goal("2:1 face balance at least 2x faster", "balance-face", 2);
   ratio_goal("2:1 full balance at least 2x faster", "balance-full", 2);
   {
@@ -774,6 +791,7 @@ Result<OctreeReport> run_octree_bench(const OctreeBenchOptions& o, std::ostream*
       p4["uniform"].push_back(a.uniform), p4["refine"].push_back(a.refine), p4["balance-face"].push_back(a.balance);
       p4["traverse-read"].push_back(a.read), p4["traverse-iterate"].push_back(a.iterate);
       p4["traverse-write"].push_back(a.write);
+      p4["traverse-read-any"].push_back(a.read_any), p4["traverse-write-any"].push_back(a.write_any);
       if (a.save >= 0) {
         p4["save"].push_back(a.save), p4["load"].push_back(a.load);
         p4["load+traverse"].push_back(a.load_read);
@@ -831,6 +849,7 @@ Result<OctreeReport> run_octree_bench(const OctreeBenchOptions& o, std::ostream*
       pm["create"].push_back(b.create), pm["uniform"].push_back(b.uniform), pm["refine"].push_back(b.refine);
       pm["balance-face"].push_back(b.balance), pm["traverse-read"].push_back(b.read);
       pm["traverse-iterate"].push_back(b.read2), pm["traverse-write"].push_back(b.write);
+      pm["traverse-read-any"].push_back(b.read_any), pm["traverse-write-any"].push_back(b.write_any);
       pm["update-leaves"].push_back(b.update);
       pm["save"].push_back(b.persist), pm["persist-1%"].push_back(b.persist_1pct), pm["load"].push_back(b.restore);
       pm["load+traverse"].push_back(b.restore_read);
@@ -843,6 +862,10 @@ Result<OctreeReport> run_octree_bench(const OctreeBenchOptions& o, std::ostream*
       if (!b.restore_equal) {
         sr.restore_equal = false;
         if (sr.mismatch.empty()) sr.mismatch = "the restored tree's checksum differs from the persisted one";
+      }
+      if (!b.memory_order_equal) {
+        sr.leaves_equal = false;
+        if (sr.mismatch.empty()) sr.mismatch = "the memory-order read summed other payloads than the Morton-order one";
       }
       const ot::Stats& st = b.stats;
       OctreeMemory& m = sr.memory;
@@ -891,13 +914,18 @@ Result<OctreeReport> run_octree_bench(const OctreeBenchOptions& o, std::ostream*
            pm["refine"]);
     add_op(sr, "balance-face", "p8est_balance(P8EST_CONNECT_FACE) | Octree::balance(Connect::face)", p4["balance-face"],
            pm["balance-face"]);
-    add_op(sr, "traverse-read", "sum over tree->quadrants | sum over Octree::leaves() (flat)", p4["traverse-read"],
-           pm["traverse-read"]);
+    add_op(sr, "traverse-read", "sum over tree->quadrants | sum over Octree::leaves() (flat, Morton order)",
+           p4["traverse-read"], pm["traverse-read"]);
+    add_op(sr, "traverse-read-any",
+           "the same loop again (p4est's fastest read in any order) | Octree::leaves(LeafOrder::memory)",
+           p4["traverse-read-any"], pm["traverse-read-any"]);
     add_op(sr, "traverse-iterate", "p8est_iterate(volume callback) | visit_leaves (sum), again", p4["traverse-iterate"],
            pm["traverse-iterate"]);
     add_op(sr, "traverse-write",
-           "change every payload in tree->quadrants | Octree::write_leaves() (every leaf changed)",
+           "change every payload in tree->quadrants | Octree::write_leaves() (every leaf changed, Morton order)",
            p4["traverse-write"], pm["traverse-write"]);
+    add_op(sr, "traverse-write-any", "the same loop again | Octree::write_leaves(LeafOrder::memory)",
+           p4["traverse-write-any"], pm["traverse-write-any"]);
     add_op(sr, "save", "p8est_save(data) to " + o.dir + " | first persist() of the whole tree", p4["save"], pm["save"]);
     add_op(sr, "load", "p8est_load(data) | Octree::restore (until readable)", p4["load"], pm["load"]);
     add_op(sr, "load+traverse", "p8est_load + read of every payload | restore + first visit_leaves",

@@ -3,7 +3,9 @@
 // image, read by Octree::versions and Octree::restore, then walked by
 // checksum(), previous_checksum(), stats(), visit_leaves(), leaf_count(),
 // the flat iteration (leaves()), verify() and gc(); a tree that passes is
-// changed by update_leaves and persisted, then changed by the bulk writer
+// changed by update_leaves, read and written in memory order
+// (LeafOrder::memory: its blocks of this generation scanned, the committed
+// subtrees below them walked) and persisted, then changed by the bulk writer
 // (which copies every block the persist shared) and persisted again. flags
 // bits 1..3 pick dims and data_size (fuzz_support.hpp). Any typed error is
 // fine.
@@ -40,6 +42,17 @@ void exercise(octree::Octree& tree) {
     d[0] = static_cast<std::byte>(static_cast<unsigned>(d[0]) + 1);
     return true;
   });
+  for (auto cursor = tree.leaves(octree::LeafOrder::memory);;) {
+    auto batch = cursor.next();
+    if (!batch.ok() || batch.value().empty()) break;
+  }
+  for (auto writer = tree.write_leaves(octree::LeafOrder::memory);;) {
+    auto batch = writer.next();
+    if (!batch.ok() || batch.value().empty()) break;
+    if (has_payload)
+      for (const octree::WritableLeaf& l : batch.value())
+        l.data[0] = static_cast<std::byte>(static_cast<unsigned>(l.data[0]) + 1);
+  }
   if (!tree.persist().ok()) return;
   for (auto writer = tree.write_leaves();;) {  // the bulk writer copies what the persist shares
     auto batch = writer.next();

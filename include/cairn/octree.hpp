@@ -186,8 +186,22 @@ struct WritableLeaf {
   std::byte* data;  // data_size bytes, writable until the next call of next()
 };
 
+// The order in which Octree::leaves and Octree::write_leaves hand leaves out.
+//  - morton: Morton order, the order of visit_leaves (the default): a walk
+//    of the blocks depth first, one dependent load per family block.
+//  - memory: every leaf exactly once in no particular order, for work whose
+//    result does not depend on the order (a sum, a norm, a payload update
+//    per leaf): the DRAM (C0) blocks in the order they lie in memory, a
+//    sequential scan, then the pool (C1) subtrees below them depth first.
+//    The order changes as the tree changes; it is not Morton order even
+//    within a batch. The memory-order writer copies shared pool blocks it
+//    writes below the C0 regions into the pool rather than into DRAM, and
+//    runs C0 merges only after its last batch.
+enum class LeafOrder { morton, memory };
+
 // Flat, callback-free iteration over the working version's leaves, in
-// Morton order (the order of visit_leaves), a batch of leaves at a time:
+// Morton order (the order of visit_leaves) or, asked for, in memory order
+// (LeafOrder above), a batch of leaves at a time:
 //
 //   auto leaves = tree.leaves();
 //   for (;;) {
@@ -325,8 +339,10 @@ class Octree {
   Result<void> update_leaves(const UpdateFn& fn);
   // The same leaves as visit_leaves, in the same order, without a callback
   // (LeafCursor above); and every payload writable in place (LeafWriter).
-  LeafCursor leaves() const;
-  LeafWriter write_leaves();
+  // LeafOrder::memory: the same leaves in memory order (faster: no
+  // dependent load per block for the DRAM part), each exactly once.
+  LeafCursor leaves(LeafOrder order = LeafOrder::morton) const;
+  LeafWriter write_leaves(LeafOrder order = LeafOrder::morton);
   // The root octant's payload: internal once the tree is refined, so free for
   // what the application must persist with the tree (a step counter, the
   // simulation time): it is committed by persist() with everything else.

@@ -35,12 +35,17 @@ std::byte* DramSlab::alloc() {
   if (free_.empty()) {
     const std::size_t per = std::max<std::size_t>(1, (1u << 20) / bytes_);
     chunk_bytes_ = (per * bytes_ + 63) / 64 * 64;
+    per_chunk_ = per;
     void* c = std::aligned_alloc(64, chunk_bytes_);
     if (c == nullptr) throw std::bad_alloc();
     chunks_.push_back(c);
     const auto start = reinterpret_cast<std::uintptr_t>(c);
     starts_.insert(std::upper_bound(starts_.begin(), starts_.end(), start), start);
-    for (std::size_t i = per; i-- > 0;) free_.push_back(static_cast<std::byte*>(c) + i * bytes_ + 8);
+    for (std::size_t i = per; i-- > 0;) {
+      std::byte* b = static_cast<std::byte*>(c) + i * bytes_ + 8;
+      std::memcpy(b, &kFreeDramBlock, sizeof kFreeDramBlock);  // not in use (a scan of the slab skips it)
+      free_.push_back(b);
+    }
   }
   std::byte* b = free_.back();
   free_.pop_back();
@@ -81,7 +86,10 @@ Octree::Impl::Ref Octree::Impl::alloc_block(const Octant* parent) {
   // Blocks above the C0 regions (few: at most fan^region_level) are on
   // every path from the root, so they live in DRAM whenever C0 exists.
   const bool top = parent != nullptr && parent->level < region_level_ && dram_budget_ > 0;
-  if (top || hot(region)) {
+  // The memory-order writer's second phase (force_c1_) puts copies below
+  // the regions in the pool: it must not create DRAM blocks its slab scan
+  // has not seen, nor trigger a merge while it holds DRAM references.
+  if (top || (!force_c1_ && hot(region))) {
     r = reinterpret_cast<Ref>(slab_->alloc()) | 1;
     twin(r) = 0;
     list_changed(r);  // the next commit gives it a twin
@@ -117,6 +125,9 @@ void Octree::Impl::free_private(Ref r) {
     }
     slab_->release(blk(r));
   } else if (hdr(r)->epoch == work_gen_) {
+    // Marked free: a memory-order scan of the dirty list skips it.
+    hdr(r)->code = kFreeDramBlock;
+    ++nvm_store_lines_;
     free_.push_back(r);
   } else {
     replaced();

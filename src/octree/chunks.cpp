@@ -85,6 +85,7 @@ Octree::Impl::Ref Octree::Impl::nvm_alloc() {
   if (!free_.empty()) {
     r = free_.back();
     free_.pop_back();
+    dirty_reused_ = true;  // it may be on the dirty list already
   } else {
     r = chunks_.back() + bump_ * block_bytes_;
     ++bump_;

@@ -226,6 +226,7 @@ Result<PersistStats> Octree::Impl::persist() {
     replaced_now_ = next_dirty_.size();
     dirty_.swap(next_dirty_);  // the next version's copies of paths to DRAM
     next_dirty_.clear();
+    dirty_reused_ = false;  // next_dirty_ got each block once
     // Every DRAM block the committed version reaches has its twin now (the
     // list is kept until here: a failed persist leaves it for the next).
     dram_changed_.clear();

@@ -49,8 +49,15 @@ auto guard(F&& f) -> decltype(f()) {
   }
 }
 
+// A DRAM block not in use holds this where a block's header holds the code
+// of its parent octant (no octant packs to it: its level field is 127), so
+// a scan of the slab in memory order (Octree::leaves(LeafOrder::memory))
+// tells blocks in use from free ones without a bitmap.
+inline constexpr std::uint64_t kFreeDramBlock = ~std::uint64_t{1};
+
 // DRAM blocks (C0): a slab of equal blocks, each preceded by 8 bytes that
-// hold its twin (see Octree::Impl::twin).
+// hold its twin (see Octree::Impl::twin). Every block in use is a block of
+// the working version (a block it stops reaching is released at once).
 class DramSlab {
  public:
   explicit DramSlab(std::size_t block_bytes) : bytes_(block_bytes + 8) {}
@@ -59,10 +66,18 @@ class DramSlab {
   DramSlab& operator=(const DramSlab&) = delete;
   std::byte* alloc();
   void release(std::byte* b) {
+    std::memcpy(b, &kFreeDramBlock, sizeof kFreeDramBlock);
     free_.push_back(b);
     --in_use_;
   }
   std::uint64_t in_use() const { return in_use_; }
+  // The slab in memory order: chunk c's block i (i < per_chunk()), in use
+  // or holding kFreeDramBlock.
+  std::size_t chunk_count() const { return chunks_.size(); }
+  std::size_t per_chunk() const { return per_chunk_; }
+  std::byte* block_at(std::size_t c, std::size_t i) const {
+    return static_cast<std::byte*>(chunks_[c]) + i * bytes_ + 8;
+  }
   // Whether `b` is where a block of this slab starts (a DRAM reference read
   // from a pool block is believed only then).
   bool owns(const std::byte* b) const;
@@ -70,6 +85,7 @@ class DramSlab {
  private:
   std::size_t bytes_;
   std::size_t chunk_bytes_ = 0;
+  std::size_t per_chunk_ = 0;
   std::vector<void*> chunks_;
   std::vector<std::uintptr_t> starts_;  // of chunks_, sorted
   std::vector<std::byte*> free_;
@@ -179,6 +195,7 @@ class Octree::Impl {
   std::uint64_t chunk_words_ = 0;  // (blocks_per_chunk_ + 63) / 64
   std::vector<std::uint64_t> free_;
   std::vector<std::uint64_t> dirty_;       // pool blocks written in this generation
+  bool dirty_reused_ = false;              // dirty_ may list a block twice (freed and handed out again)
   std::vector<std::uint64_t> next_dirty_;  // pool blocks of the next generation, made by commit
   // DRAM blocks without a twin: made (alloc_block) or changed (touch) since
   // the last persist, each listed once as it loses its twin (a block freed
@@ -269,6 +286,9 @@ class Octree::Impl {
   double threshold_nvbm_ = 0.1, t_transform_ = 2.0;
   std::uint64_t dram_allocs_since_check_ = 0;
   bool evict_pending_ = false;
+  // The memory-order writer's pool phase: blocks below the regions are
+  // allocated in the pool, never in the slab (alloc_block).
+  bool force_c1_ = false;
   FeatureFn feature_;
 
   std::string file_;  // the pool file
@@ -468,7 +488,19 @@ class Octree::Impl {
 
   // ---- leaves.cpp
   template <bool Write>
-  std::size_t fill(detail::CursorState& s);
+  std::size_t fill(detail::CursorState& s, std::size_t n);
+  template <bool Write>
+  std::size_t fill_morton(detail::CursorState& s);
+  template <bool Write>
+  std::size_t fill_memory(detail::CursorState& s);
+  template <bool Write>
+  std::size_t scan_slab(detail::CursorState& s, std::size_t n);
+  template <bool Write>
+  std::size_t scan_dirty(detail::CursorState& s, std::size_t n);
+  template <bool Write>
+  [[gnu::always_inline]] inline void scan_block(detail::CursorState& s, Ref r, std::uint64_t code, std::size_t& n);
+  template <bool Write>
+  bool start_pool_subtree(detail::CursorState& s);
   void make_frames_writable(detail::CursorState& s);
   // Asks for the blocks r's children name (the header's line and the last
   // one; the lines between follow) before the walk reads them: a walk that
@@ -512,6 +544,25 @@ struct CursorState {
   bool started = false, done = false;
   int depth = 0;
   int writable = -1;  // the writer: frames 0..writable hold writable blocks
+  // The frame the walk started from: 0 (the root block), or, for a pool
+  // subtree of the memory order, the level of the slot below which it lies.
+  int base = 0;
+  bool subtree_done = false;  // the walk came back to `base`
+  // LeafOrder::memory: phase 0 scans the DRAM slab in memory order (chunk,
+  // block), phase 1 the pool blocks of the working generation (the dirty
+  // list), handing out the leaves of every block and listing the
+  // references to pool blocks of older generations; phase 2 walks each
+  // listed subtree (and the root's, if the root is such a block) depth
+  // first, skipping DRAM references (phase 0 handed their leaves out).
+  bool memory = false;
+  int phase = -1;  // -1: not begun
+  bool skip_dram = false;
+  bool may_merge = true;                        // the writer may run C0 merges (not while pool_roots hold DRAM blocks)
+  std::size_t chunk = 0, block = 0;             // phase 0: the next block of the slab (a batch never ends within one)
+  std::size_t dirty_at = 0;                     // phase 1: the next entry of the dirty list
+  std::vector<std::uint64_t> seen;              // phase 1: blocks handed out, when the list may repeat one
+  std::vector<std::pair<Ref, int>> pool_roots;  // (block, slot) whose child is a pool block
+  std::size_t next_root = 0;
   Frame f[kMaxLevel + 2];
   LeafView views[kBatch];
   WritableLeaf writable_leaves[kBatch];

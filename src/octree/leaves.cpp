@@ -2,6 +2,10 @@
 // (LeafCursor) and the bulk payload update (LeafWriter): one explicit-stack
 // walk that hands out a batch of leaves per call instead of calling back per
 // leaf, and, for the writer, makes each family block writable once.
+#include <emmintrin.h>
+
+#include <cstddef>
+
 #include "octree/impl.hpp"
 
 namespace cairn::octree {
@@ -25,21 +29,12 @@ using namespace detail;
 // those frames never move, and no deeper frame is live), and only before
 // any leaf of the current batch is handed out: with leaves already in the
 // batch, the batch ends there and the merge runs at the next call.
+//
+// The walk runs from frame s.base (0: the root block) until the batch holds
+// kBatch leaves (n counts those already in it) or it is back at s.base
+// (s.subtree_done); returns the leaves in the batch.
 template <bool Write>
-std::size_t Octree::Impl::fill(CursorState& s) {
-  if (s.done) {
-    if (Write) maybe_evict();  // what Path::settle does after a walk
-    return 0;
-  }
-  if (!s.started) {
-    s.started = true;
-    const Ref root = read_root(work_root_, work_gen_, Reader::walk);
-    s.f[0] = {root, Octant{}, 0, 1, false};
-    s.depth = 0;
-    s.writable = -1;
-    prefetch_children(root);
-  }
-  std::size_t n = 0;
+std::size_t Octree::Impl::fill(CursorState& s, std::size_t n) {
   LeafView* views = s.views;
   WritableLeaf* out = s.writable_leaves;
   // The frame's fields in locals while the walk runs over its slots (the
@@ -50,7 +45,7 @@ std::size_t Octree::Impl::fill(CursorState& s) {
     Ref block = f.block;
     const Octant parent = f.parent;
     const int slots = f.slots;
-    const bool may_merge = Write && d <= region_level_;
+    const bool may_merge = Write && s.may_merge && d <= region_level_;
     bool ready = !Write || (s.writable >= d && f.touched);  // the writer: block writable and counted
     int slot = f.slot;
     for (; slot < slots; ++slot) {
@@ -64,6 +59,7 @@ std::size_t Octree::Impl::fill(CursorState& s) {
       const Octant o = d == 0 ? Octant{} : child_octant(parent, slot);
       const Ref c = read_child(block, slot, o, work_gen_);
       if (c != 0) {
+        if (s.skip_dram && in_dram(c)) continue;  // the memory order's slab scan handed its leaves out
         prefetch_children(c);
         f.slot = slot;
         s.f[d + 1] = {c, o, 0, fan_, false};
@@ -89,10 +85,9 @@ std::size_t Octree::Impl::fill(CursorState& s) {
       }
     }
     if (slot < slots) continue;  // descended
-    if (d == 0) {
+    if (d == s.base) {
       f.slot = slot;
-      s.done = true;
-      if (Write && n == 0) maybe_evict();
+      s.subtree_done = true;
       return n;
     }
     s.depth = d - 1;
@@ -121,8 +116,274 @@ void Octree::Impl::make_frames_writable(CursorState& s) {
   s.writable = s.depth;
 }
 
-std::size_t Octree::Impl::fill_views(CursorState& s) { return fill<false>(s); }
-std::size_t Octree::Impl::fill_writable(CursorState& s) { return fill<true>(s); }
+// Morton order: one walk from the root.
+template <bool Write>
+std::size_t Octree::Impl::fill_morton(CursorState& s) {
+  if (s.done) {
+    if (Write) maybe_evict();  // what Path::settle does after a walk
+    return 0;
+  }
+  if (!s.started) {
+    s.started = true;
+    const Ref root = read_root(work_root_, work_gen_, Reader::walk);
+    s.f[0] = {root, Octant{}, 0, 1, false};
+    s.depth = 0;
+    s.base = 0;
+    s.writable = -1;
+    prefetch_children(root);
+  }
+  const std::size_t n = fill<Write>(s, 0);
+  if (s.subtree_done) {
+    s.done = true;
+    if (Write && n == 0) maybe_evict();
+  }
+  return n;
+}
+
+// Memory order, phase 0: the DRAM slab's blocks in memory order, from where
+// s stopped. Every block in use is a block of the working version (the slab
+// releases a block as soon as the working version stops reaching it, and a
+// free block holds kFreeDramBlock in its code); its leaf slots are handed
+// out, its DRAM references skipped (those blocks are in the slab too) and
+// its pool references checked (read_child) and listed for phase 1. The
+// writer counts each DRAM block it hands leaves of as changed once (a DRAM
+// block is always writable: no copy).
+constexpr std::size_t kScanAhead = 40;  // blocks: about a batch, fetched while the caller works on the one before
+// The dirty list's blocks lie less regularly: fetched further ahead, and
+// the blocks they name once they are in cache.
+constexpr std::size_t kDirtyAhead = 80, kChildAhead = 32;
+
+// Bit b of a slot's mask lane: the child's coordinate adds half the
+// parent's edge along that axis (lane 0 is the level).
+alignas(16) constexpr std::int32_t kChildLanes[8][4] = {{0, 0, 0, 0},  {0, -1, 0, 0},  {0, 0, -1, 0},  {0, -1, -1, 0},
+                                                        {0, 0, 0, -1}, {0, -1, 0, -1}, {0, 0, -1, -1}, {0, -1, -1, -1}};
+static_assert(sizeof(Octant) == 16 && sizeof(LeafView) == 24 && offsetof(LeafView, data) == 16 &&
+              sizeof(WritableLeaf) == 24 && offsetof(WritableLeaf, data) == 16);
+
+// One block's slots into the batch at `out`: every slot's view is written
+// and the count advanced only for a leaf (no branch per slot: a block's
+// pattern of leaves is not predictable); returns the slots that name pool
+// blocks, as a mask.
+template <int Slots>
+inline unsigned emit_block(const std::byte* b, std::size_t stride, __m128i base, __m128i half, std::byte* out,
+                           std::size_t& n) {
+  const std::byte* slot = b + sizeof(BlockHeader);
+  unsigned pool = 0;
+  for (int sl = 0; sl < Slots; ++sl, slot += stride) {
+    Ref c;
+    std::memcpy(&c, slot, sizeof c);
+    std::byte* at = out + n * sizeof(LeafView);
+    const __m128i lanes = _mm_load_si128(reinterpret_cast<const __m128i*>(kChildLanes[sl]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(at), _mm_add_epi32(base, _mm_and_si128(half, lanes)));
+    const std::byte* d = slot + 8;
+    std::memcpy(at + 16, &d, sizeof d);
+    n += c == 0;
+    pool |= static_cast<unsigned>(c != 0 && !in_dram(c)) << sl;
+  }
+  return pool;
+}
+
+// One block of the working version that a memory-order scan reaches (a
+// DRAM block of the slab, or a pool block of the working generation from
+// the dirty list): its leaves into the batch; its pool references checked,
+// and those of older generations listed for the walks (a reference of the
+// working generation is a block of the dirty list, a DRAM one a block of
+// the slab: both scanned on their own).
+template <bool Write>
+inline void Octree::Impl::scan_block(CursorState& s, Ref r, std::uint64_t code, std::size_t& n) {
+  std::byte* b = blk(r);
+  auto* out = reinterpret_cast<std::byte*>(Write ? static_cast<void*>(s.writable_leaves) : static_cast<void*>(s.views));
+  const std::size_t before = n;
+  unsigned pool;
+  Octant parent;
+  if (code == kNoParent) {  // the root block: one slot, the root octant
+    pool = emit_block<1>(b, stride_, _mm_setzero_si128(), _mm_setzero_si128(), out, n);
+  } else {
+    // The children's octants: (level + 1, x, y, z) plus half the edge
+    // along the axes of the slot's bits.
+    parent = unpack(code);
+    const __m128i base = _mm_setr_epi32(parent.level + 1, static_cast<std::int32_t>(parent.x),
+                                        static_cast<std::int32_t>(parent.y), static_cast<std::int32_t>(parent.z));
+    const __m128i half = _mm_set1_epi32(static_cast<std::int32_t>(parent.length() >> 1));
+    pool = fan_ == 8 ? emit_block<8>(b, stride_, base, half, out, n) : emit_block<4>(b, stride_, base, half, out, n);
+  }
+  if constexpr (Write) {
+    // Both kinds are writable: a DRAM block counts as changed (its twin is
+    // dropped), a pool block a stored line per payload, as in fill.
+    if (in_dram(r)) {
+      if (n != before) touch(r);
+    } else {
+      nvm_store_lines_ += n - before;
+    }
+  }
+  for (; pool != 0; pool &= pool - 1) {
+    const int sl = __builtin_ctz(pool);
+    const Ref c = read_child(r, sl, code == kNoParent ? Octant{} : child_octant(parent, sl), work_gen_, Reader::quiet);
+    if (hdr(c)->epoch != work_gen_) s.pool_roots.push_back({r, sl});
+  }
+}
+
+template <bool Write>
+std::size_t Octree::Impl::scan_slab(CursorState& s, std::size_t n) {
+  const std::size_t per = slab_->per_chunk(), chunks = slab_->chunk_count();
+  const std::size_t step = block_bytes_ + 8;
+  for (; s.chunk < chunks; ++s.chunk, s.block = 0) {
+    for (; s.block < per; ++s.block) {
+      // A block's slots go into one batch: one with no room for a whole
+      // family ends here.
+      if (n + 8 > CursorState::kBatch) return n;
+      std::byte* b = slab_->block_at(s.chunk, s.block);
+      // The lines a few blocks ahead (the hardware's prefetcher stops at
+      // page boundaries; a hint past the chunk's end is harmless).
+      const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(b) + kScanAhead * step;
+      __builtin_prefetch(reinterpret_cast<const void*>(ahead));
+      __builtin_prefetch(reinterpret_cast<const void*>(ahead + step - 1));
+      std::uint64_t code;
+      std::memcpy(&code, b, sizeof code);
+      if (code == kFreeDramBlock) continue;
+      scan_block<Write>(s, reinterpret_cast<Ref>(b) | 1, code, n);
+    }
+  }
+  return n;
+}
+
+// Memory order, phase 1: the pool blocks of the working generation, from
+// the dirty list (allocation order: mostly memory order). Every one not
+// freed since (a freed one holds kFreeDramBlock) is a block of the working
+// version: copy-on-write gives a block of this generation a path of blocks
+// of this generation or DRAM. The list holds a block twice if it was freed
+// and handed out again in this generation: then a bitmap of the blocks
+// seen keeps each once.
+template <bool Write>
+std::size_t Octree::Impl::scan_dirty(CursorState& s, std::size_t n) {
+  if (s.dirty_at == 0 && dirty_reused_) s.seen.assign(chunks_.size() * chunk_words_, 0);
+  for (; s.dirty_at < dirty_.size(); ++s.dirty_at) {
+    if (n + 8 > CursorState::kBatch) return n;
+    const Ref r = dirty_[s.dirty_at];
+    // Two stages ahead: the block kDirtyAhead entries on, then, once it is
+    // in cache, the headers of the pool blocks it names (scan_block checks
+    // them: otherwise a dependent miss per reference). Hints only: nothing
+    // is followed, an unchecked reference is only bounded to the pool.
+    if (s.dirty_at + kDirtyAhead < dirty_.size()) {
+      const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(blk(dirty_[s.dirty_at + kDirtyAhead]));
+      __builtin_prefetch(reinterpret_cast<const void*>(ahead));
+      __builtin_prefetch(reinterpret_cast<const void*>(ahead + block_bytes_ - 1));
+    }
+    if (s.dirty_at + kChildAhead < dirty_.size()) {
+      const std::byte* a = blk(dirty_[s.dirty_at + kChildAhead]) + sizeof(BlockHeader);
+      const std::uint64_t last = pool_size_ - block_bytes_;
+      for (int sl = 0; sl < fan_; ++sl) {
+        Ref c;
+        std::memcpy(&c, a + static_cast<std::size_t>(sl) * stride_, sizeof c);
+        if (c != 0 && !in_dram(c) && c <= last) __builtin_prefetch(reinterpret_cast<const void*>(base_ + c));
+      }
+    }
+    const std::uint64_t code = hdr(r)->code;
+    if (code == kFreeDramBlock) continue;
+    if (!s.seen.empty()) {
+      std::uint32_t chunk;
+      std::uint64_t i;
+      if (!locate(r, chunk, i)) bad_block(r, "is not a block of a chunk");
+      std::uint64_t& word = s.seen[chunk * chunk_words_ + i / 64];
+      const std::uint64_t bit = std::uint64_t{1} << (i % 64);
+      if ((word & bit) != 0) continue;
+      word |= bit;
+    }
+    if (charge_reads_) pool_->device().read_charge(block_bytes_, false);
+    scan_block<Write>(s, r, code, n);
+  }
+  return n;
+}
+
+// Memory order, phase 2: the next listed pool subtree (the root's, or below
+// a DRAM block's slot) as a walk from that slot's frame; false when none is
+// left.
+template <bool Write>
+bool Octree::Impl::start_pool_subtree(CursorState& s) {
+  if (s.next_root >= s.pool_roots.size()) return false;
+  const auto [b, slot] = s.pool_roots[s.next_root++];
+  s.started = true;
+  s.subtree_done = false;
+  if (slot < 0) {  // the root block is a pool block
+    const Ref root = read_root(work_root_, work_gen_, Reader::walk);
+    s.f[0] = {root, Octant{}, 0, 1, false};
+    s.base = 0;
+    s.depth = 0;
+    s.writable = -1;
+    prefetch_children(root);
+    return true;
+  }
+  const std::uint64_t code = hdr(b)->code;
+  const Octant parent = code == kNoParent ? Octant{} : unpack(code);
+  const int base = code == kNoParent ? 0 : parent.level + 1;
+  s.f[base] = {b, parent, slot, slot + 1, true};
+  s.base = base;
+  s.depth = base;
+  s.writable = base;  // b is a DRAM block: writable
+  return true;
+}
+
+template <bool Write>
+std::size_t Octree::Impl::fill_memory(CursorState& s) {
+  if (s.done) {
+    if (Write) maybe_evict();
+    return 0;
+  }
+  if (s.phase < 0) {
+    // Without DRAM blocks or blocks of this generation (a tree just
+    // restored) there is nothing to scan in memory order: the walk from the
+    // root is the whole tree (and may move blocks into C0 as it copies).
+    if (slab_->in_use() == 0 && dirty_.empty()) {
+      s.memory = false;
+      return fill_morton<Write>(s);
+    }
+    s.phase = 0;
+    s.skip_dram = true;
+    // The walks hold DRAM blocks (pool_roots) across batches: no C0 merge
+    // may move them, and no copy may land in the slab.
+    s.may_merge = false;
+    // A root of an older generation heads a subtree of older blocks only.
+    if (!in_dram(work_root_) && hdr(read_root(work_root_, work_gen_, Reader::quiet))->epoch != work_gen_)
+      s.pool_roots.push_back({0, -1});
+  }
+  std::size_t n = 0;
+  if (s.phase == 0) {
+    n = scan_slab<Write>(s, n);
+    if (s.chunk < slab_->chunk_count()) return n;  // the batch is full
+    s.phase = 1;
+  }
+  if (s.phase == 1) {
+    n = scan_dirty<Write>(s, n);
+    if (s.dirty_at < dirty_.size()) return n;
+    s.seen.clear();
+    s.seen.shrink_to_fit();
+    s.phase = 2;
+  }
+  struct C1Only {
+    Impl& t;
+    explicit C1Only(Impl& i) : t(i) { t.force_c1_ = Write; }
+    ~C1Only() { t.force_c1_ = false; }
+  } c1(*this);
+  for (;;) {
+    if (s.started && !s.subtree_done) {
+      n = fill<Write>(s, n);
+      if (!s.subtree_done) return n;  // the batch is full
+    }
+    if (n == CursorState::kBatch) return n;
+    if (!start_pool_subtree<Write>(s)) {
+      s.done = true;
+      if (Write && n == 0) maybe_evict();
+      return n;
+    }
+  }
+}
+
+std::size_t Octree::Impl::fill_views(CursorState& s) {
+  return s.memory ? fill_memory<false>(s) : fill_morton<false>(s);
+}
+std::size_t Octree::Impl::fill_writable(CursorState& s) {
+  return s.memory ? fill_memory<true>(s) : fill_morton<true>(s);
+}
 
 namespace {
 
@@ -135,9 +396,11 @@ Result<std::span<const T>> next_batch(CursorState* s, const T* batch, const Fill
   return r;
 }
 
-std::unique_ptr<CursorState> new_state(Octree::Impl* t) {
+std::unique_ptr<CursorState> new_state(Octree::Impl* t, LeafOrder order) {
   auto s = std::make_unique<CursorState>();
   s->tree = t;
+  s->memory = order == LeafOrder::memory;
+  s->phase = -1;
   return s;
 }
 
@@ -162,7 +425,7 @@ Result<std::span<const WritableLeaf>> LeafWriter::next() {
 
 // The cursor only reads (its checks record which restored blocks passed,
 // in mutable state, as every const walk's do).
-LeafCursor Octree::leaves() const { return LeafCursor(new_state(impl_.get())); }
-LeafWriter Octree::write_leaves() { return LeafWriter(new_state(impl_.get())); }
+LeafCursor Octree::leaves(LeafOrder order) const { return LeafCursor(new_state(impl_.get(), order)); }
+LeafWriter Octree::write_leaves(LeafOrder order) { return LeafWriter(new_state(impl_.get(), order)); }
 
 }  // namespace cairn::octree

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -383,6 +384,145 @@ TEST(Octree, FlatIterationHandsOutTheLeavesOfVisitLeavesInTheSameOrder) {
       const auto flat = flat_leaves(*back.value());
       EXPECT_TRUE(flat == visited_leaves(*back.value()));
       EXPECT_EQ(back.value()->checksum().value(), sum);
+    }
+}
+
+// Every leaf of LeafOrder::memory, sorted by (Morton position, level) with
+// its payload pointer; checks that no batch is empty before the end or
+// longer than kBatch.
+std::vector<std::pair<Octant, const std::byte*>> memory_leaves(const Octree& t) {
+  std::vector<std::pair<Octant, const std::byte*>> out;
+  auto c = t.leaves(LeafOrder::memory);
+  for (;;) {
+    auto b = c.next();
+    EXPECT_TRUE(b.ok()) << b.error().message;
+    if (!b.ok() || b.value().empty()) break;
+    EXPECT_LE(b.value().size(), LeafCursor::kBatch);
+    for (const LeafView& l : b.value()) out.emplace_back(l.octant, l.data);
+  }
+  const int dims = t.dims();
+  std::sort(out.begin(), out.end(), [dims](const auto& a, const auto& b) {
+    return std::pair(morton(a.first, dims), a.first.level) < std::pair(morton(b.first, dims), b.first.level);
+  });
+  return out;
+}
+
+// LeafOrder::memory hands out the leaves of the Morton order, each once,
+// with the same payload pointers, wherever their blocks live: DRAM blocks
+// with and without twins, pool blocks of this generation (among them freed
+// and handed out again), shared pool blocks of the committed version, C0
+// merged into the pool under a small budget, and a restored tree before and
+// after its first change.
+TEST(Octree, MemoryOrderHandsOutEveryLeafOfTheMortonOrderOnce) {
+  for (int dims : {2, 3})
+    for (const std::uint64_t budget : {std::uint64_t{0}, std::uint64_t{100} << 10, std::uint64_t{16} << 20}) {
+      const std::string name = "memory" + std::to_string(dims) + "-" + std::to_string(budget);
+      Options o = opts(dims);
+      o.dram_budget = budget;
+      const std::string path = pool_path(name);
+      {
+        auto tr = Octree::create(path, o);
+        ASSERT_TRUE(tr.ok());
+        Octree& t = *tr.value();
+        // Before any persist (every block of this generation).
+        ASSERT_TRUE(t.uniform(3, init_code).ok());
+        EXPECT_TRUE(memory_leaves(t) == flat_leaves(t)) << name;
+        mixed_tree(t);
+        const auto flat = flat_leaves(t);
+        ASSERT_GT(flat.size(), 3 * LeafCursor::kBatch);
+        EXPECT_TRUE(memory_leaves(t) == flat) << name;
+        // Coarsen some families and refine again in the same generation:
+        // freed blocks, and blocks handed out twice in one dirty list.
+        ASSERT_TRUE(
+            t.coarsen(
+                 false, [](const Octant& q, std::span<const LeafView>) { return q.level >= 4 && q.z == 0; }, nullptr)
+                .ok());
+        EXPECT_TRUE(memory_leaves(t) == flat_leaves(t)) << name << " coarsened";
+        ASSERT_TRUE(t.refine(
+                         false, [](const Octant& q, const std::byte*) { return q.level == 3 && q.z == 0; }, init_code)
+                        .ok());
+        EXPECT_TRUE(memory_leaves(t) == flat_leaves(t)) << name << " refined again";
+        EXPECT_TRUE(t.verify().ok());
+        ASSERT_TRUE(t.persist().ok());
+        EXPECT_TRUE(memory_leaves(t) == flat_leaves(t)) << name << " persisted";
+      }
+      auto back = Octree::restore(path, o);
+      ASSERT_TRUE(back.ok()) << back.error().message;
+      Octree& t = *back.value();
+      EXPECT_TRUE(memory_leaves(t) == flat_leaves(t)) << name << " restored";
+      // The first change after restore: a path of this generation above
+      // shared subtrees of the committed version.
+      ASSERT_TRUE(
+          t.refine(
+               false, [](const Octant& q, const std::byte*) { return q.level < 6 && q.x == 0 && q.y == 0; }, init_code)
+              .ok());
+      EXPECT_TRUE(memory_leaves(t) == flat_leaves(t)) << name << " restored and refined";
+    }
+}
+
+// The memory-order writer against the Morton-order writer on identical
+// trees (every block shared with the committed version first): every
+// payload written once, the same checksum before and after persist and
+// restore, the same blocks written by the persist, C0 within its budget.
+TEST(Octree, MemoryOrderWriterWritesEveryPayloadOnceAsTheMortonWriter) {
+  for (int dims : {2, 3})
+    for (const std::uint64_t budget : {std::uint64_t{0}, std::uint64_t{100} << 10, std::uint64_t{16} << 20}) {
+      const std::string name = "memwrite" + std::to_string(dims) + "-" + std::to_string(budget);
+      Options o = opts(dims);
+      o.dram_budget = budget;
+      std::uint64_t sums[2] = {0, 0}, written[2] = {0, 0};
+      const std::string paths[2] = {pool_path(name + "-0"), pool_path(name + "-1")};
+      for (int i = 0; i < 2; ++i) {
+        auto tr = Octree::create(paths[i], o);
+        ASSERT_TRUE(tr.ok());
+        Octree& t = *tr.value();
+        mixed_tree(t);
+        ASSERT_TRUE(t.persist().ok());
+        // One version with C0 blocks, pool blocks of this generation and
+        // shared ones: a few payloads changed per leaf first.
+        ASSERT_TRUE(t.update_leaves([](const Octant& q, std::byte* d) {
+                       d[2] = static_cast<std::byte>(5);
+                       return q.y == 0;
+                     }).ok());
+        const std::uint64_t leaves = t.leaf_count().value();
+        // Adds 1 to the first word and counts the leaves written.
+        std::uint64_t count = 0;
+        auto w = t.write_leaves(i == 0 ? LeafOrder::morton : LeafOrder::memory);
+        for (;;) {
+          auto b = w.next();
+          ASSERT_TRUE(b.ok()) << b.error().message;
+          if (b.value().empty()) break;
+          for (const WritableLeaf& l : b.value()) {
+            std::uint64_t v;
+            std::memcpy(&v, l.data, 8);
+            ++v;
+            std::memcpy(l.data, &v, 8);
+            ++count;
+          }
+        }
+        EXPECT_EQ(count, leaves) << name;
+        const Stats st = t.stats().value();
+        if (budget > 0) {
+          EXPECT_LE(st.dram_bytes, budget + 64 * st.block_bytes) << name;
+        }
+        EXPECT_TRUE(t.verify().ok());
+        const std::uint64_t before = t.checksum().value();
+        auto ps = t.persist();
+        ASSERT_TRUE(ps.ok());
+        written[i] = ps.value().blocks_written;
+        sums[i] = t.checksum().value();
+        EXPECT_EQ(sums[i], before);
+      }
+      EXPECT_EQ(sums[0], sums[1]) << name;         // every payload written once, by both
+      if (budget != (std::uint64_t{100} << 10)) {  // (C0 merges differ: the memory writer copies into C1)
+        EXPECT_EQ(written[0], written[1]) << name;
+      }
+      for (int i = 0; i < 2; ++i) {
+        auto back = Octree::restore(paths[i], o);
+        ASSERT_TRUE(back.ok());
+        EXPECT_EQ(back.value()->checksum().value(), sums[0]);
+        EXPECT_TRUE(back.value()->verify().ok());
+      }
     }
 }
 
@@ -1325,6 +1465,22 @@ int restore_and_read(const std::string& path, const Options& o, std::uint64_t su
     if (b.value().empty()) break;
     for (const WritableLeaf& l : b.value()) l.data[0] = static_cast<std::byte>(static_cast<unsigned>(l.data[0]));
   }
+  // Memory order (the writer above gave the tree blocks of this
+  // generation): as many leaves, each payload written back unchanged.
+  std::uint64_t any = 0;
+  for (auto cursor = tr.leaves(LeafOrder::memory);;) {
+    auto b = cursor.next();
+    if (!b.ok()) return kTypedError;
+    if (b.value().empty()) break;
+    any += b.value().size();
+  }
+  if (any != n.value()) return kDifferentTree;
+  for (auto writer = tr.write_leaves(LeafOrder::memory);;) {
+    auto b = writer.next();
+    if (!b.ok()) return kTypedError;
+    if (b.value().empty()) break;
+    for (const WritableLeaf& l : b.value()) l.data[0] = static_cast<std::byte>(static_cast<unsigned>(l.data[0]));
+  }
   if (auto g = tr.gc(); !g.ok()) return kTypedError;
   if (auto b = tr.balance(Connect::face, init_code); !b.ok()) return kTypedError;
   if (auto p = tr.persist(); !p.ok()) return kTypedError;
@@ -1469,6 +1625,23 @@ TEST(OctreeDamage, ADamagedPayloadIsFoundWhenItsBlockIsFirstRead) {
   while (wbatch.ok() && !wbatch.value().empty());
   ASSERT_FALSE(wbatch.ok());
   EXPECT_EQ(wbatch.error().code, Errc::corrupted) << wbatch.error().message;
+  // In memory order, once the tree has blocks of its own generation (the
+  // root's payload changed: a new root above the committed subtrees), the
+  // damaged block is met by the walk of a committed subtree, through the
+  // same checks.
+  ASSERT_TRUE(lazy.value()->update_root([](const Octant&, std::byte* d) { return (d[0] = std::byte{9}), true; }).ok());
+  for (const LeafOrder order : {LeafOrder::memory}) {
+    auto mc = lazy.value()->leaves(order);
+    do batch = mc.next();
+    while (batch.ok() && !batch.value().empty());
+    ASSERT_FALSE(batch.ok());
+    EXPECT_EQ(batch.error().code, Errc::corrupted) << batch.error().message;
+    auto mw = lazy.value()->write_leaves(order);
+    do wbatch = mw.next();
+    while (wbatch.ok() && !wbatch.value().empty());
+    ASSERT_FALSE(wbatch.ok());
+    EXPECT_EQ(wbatch.error().code, Errc::corrupted) << wbatch.error().message;
+  }
 }
 
 // Headers that name extents past the pool, or sizes whose products wrap, and
