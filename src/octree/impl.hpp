@@ -498,7 +498,10 @@ class Octree::Impl {
   template <bool Write>
   std::size_t scan_dirty(detail::CursorState& s, std::size_t n);
   template <bool Write>
-  [[gnu::always_inline]] inline void scan_block(detail::CursorState& s, Ref r, std::uint64_t code, std::size_t& n);
+  [[gnu::always_inline]] inline void scan_block(detail::CursorState& s, Ref r, std::uint64_t code, std::size_t& n,
+                                                bool defer);
+  void classify(detail::CursorState& s, Ref r, int slot);
+  void classify_pending(detail::CursorState& s, std::size_t keep);
   template <bool Write>
   bool start_pool_subtree(detail::CursorState& s);
   void make_frames_writable(detail::CursorState& s);
@@ -561,6 +564,8 @@ struct CursorState {
   std::size_t chunk = 0, block = 0;             // phase 0: the next block of the slab (a batch never ends within one)
   std::size_t dirty_at = 0;                     // phase 1: the next entry of the dirty list
   std::vector<std::uint64_t> seen;              // phase 1: blocks handed out, when the list may repeat one
+  std::vector<std::pair<Ref, int>> pending;     // phase 1: pool references met, not yet checked
+  std::size_t pending_at = 0;                   // the first of them not checked
   std::vector<std::pair<Ref, int>> pool_roots;  // (block, slot) whose child is a pool block
   std::size_t next_root = 0;
   Frame f[kMaxLevel + 2];

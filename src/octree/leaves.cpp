@@ -149,9 +149,11 @@ std::size_t Octree::Impl::fill_morton(CursorState& s) {
 // writer counts each DRAM block it hands leaves of as changed once (a DRAM
 // block is always writable: no copy).
 constexpr std::size_t kScanAhead = 40;  // blocks: about a batch, fetched while the caller works on the one before
-// The dirty list's blocks lie less regularly: fetched further ahead, and
-// the blocks they name once they are in cache.
-constexpr std::size_t kDirtyAhead = 80, kChildAhead = 32;
+// The dirty list's blocks lie less regularly: fetched further ahead.
+constexpr std::size_t kDirtyAhead = 80;
+// Pool references of the dirty list's blocks are checked this many
+// references after they were met (their headers fetched meanwhile).
+constexpr std::size_t kPendingLag = 32;
 
 // Bit b of a slot's mask lane: the child's coordinate adds half the
 // parent's edge along that axis (lane 0 is the level).
@@ -190,7 +192,7 @@ inline unsigned emit_block(const std::byte* b, std::size_t stride, __m128i base,
 // working generation is a block of the dirty list, a DRAM one a block of
 // the slab: both scanned on their own).
 template <bool Write>
-inline void Octree::Impl::scan_block(CursorState& s, Ref r, std::uint64_t code, std::size_t& n) {
+inline void Octree::Impl::scan_block(CursorState& s, Ref r, std::uint64_t code, std::size_t& n, bool defer) {
   std::byte* b = blk(r);
   auto* out = reinterpret_cast<std::byte*>(Write ? static_cast<void*>(s.writable_leaves) : static_cast<void*>(s.views));
   const std::size_t before = n;
@@ -218,8 +220,41 @@ inline void Octree::Impl::scan_block(CursorState& s, Ref r, std::uint64_t code, 
   }
   for (; pool != 0; pool &= pool - 1) {
     const int sl = __builtin_ctz(pool);
-    const Ref c = read_child(r, sl, code == kNoParent ? Octant{} : child_octant(parent, sl), work_gen_, Reader::quiet);
-    if (hdr(c)->epoch != work_gen_) s.pool_roots.push_back({r, sl});
+    if (defer) {
+      // Checked a few dozen blocks on (classify_pending): the child's
+      // header is fetched now, so the check does not wait for it. A hint
+      // only; the reference is bounded to the pool, not followed.
+      const Ref c = child(r, sl);
+      if (c <= pool_size_ - block_bytes_) __builtin_prefetch(reinterpret_cast<const void*>(base_ + c));
+      s.pending.push_back({r, sl});
+    } else {
+      classify(s, r, sl);
+    }
+  }
+}
+
+// A pool reference of a scanned block, checked (read_child): one of the
+// working generation is a block of the dirty list (scanned itself), an
+// older one heads a committed subtree, walked in phase 2.
+void Octree::Impl::classify(CursorState& s, Ref r, int sl) {
+  const std::uint64_t code = hdr(r)->code;
+  const Octant o = code == kNoParent ? Octant{} : child_octant(unpack(code), sl);
+  const Ref c = read_child(r, sl, o, work_gen_, Reader::quiet);
+  if (hdr(c)->epoch != work_gen_) s.pool_roots.push_back({r, sl});
+}
+
+// Classifies the pending references but the last `keep`.
+void Octree::Impl::classify_pending(CursorState& s, std::size_t keep) {
+  while (s.pending.size() - s.pending_at > keep) {
+    const auto [r, sl] = s.pending[s.pending_at++];
+    classify(s, r, sl);
+  }
+  if (s.pending_at == s.pending.size()) {
+    s.pending.clear();
+    s.pending_at = 0;
+  } else if (s.pending_at >= 4096) {
+    s.pending.erase(s.pending.begin(), s.pending.begin() + static_cast<std::ptrdiff_t>(s.pending_at));
+    s.pending_at = 0;
   }
 }
 
@@ -241,7 +276,7 @@ std::size_t Octree::Impl::scan_slab(CursorState& s, std::size_t n) {
       std::uint64_t code;
       std::memcpy(&code, b, sizeof code);
       if (code == kFreeDramBlock) continue;
-      scan_block<Write>(s, reinterpret_cast<Ref>(b) | 1, code, n);
+      scan_block<Write>(s, reinterpret_cast<Ref>(b) | 1, code, n, false);
     }
   }
   return n;
@@ -260,23 +295,10 @@ std::size_t Octree::Impl::scan_dirty(CursorState& s, std::size_t n) {
   for (; s.dirty_at < dirty_.size(); ++s.dirty_at) {
     if (n + 8 > CursorState::kBatch) return n;
     const Ref r = dirty_[s.dirty_at];
-    // Two stages ahead: the block kDirtyAhead entries on, then, once it is
-    // in cache, the headers of the pool blocks it names (scan_block checks
-    // them: otherwise a dependent miss per reference). Hints only: nothing
-    // is followed, an unchecked reference is only bounded to the pool.
     if (s.dirty_at + kDirtyAhead < dirty_.size()) {
       const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(blk(dirty_[s.dirty_at + kDirtyAhead]));
       __builtin_prefetch(reinterpret_cast<const void*>(ahead));
       __builtin_prefetch(reinterpret_cast<const void*>(ahead + block_bytes_ - 1));
-    }
-    if (s.dirty_at + kChildAhead < dirty_.size()) {
-      const std::byte* a = blk(dirty_[s.dirty_at + kChildAhead]) + sizeof(BlockHeader);
-      const std::uint64_t last = pool_size_ - block_bytes_;
-      for (int sl = 0; sl < fan_; ++sl) {
-        Ref c;
-        std::memcpy(&c, a + static_cast<std::size_t>(sl) * stride_, sizeof c);
-        if (c != 0 && !in_dram(c) && c <= last) __builtin_prefetch(reinterpret_cast<const void*>(base_ + c));
-      }
     }
     const std::uint64_t code = hdr(r)->code;
     if (code == kFreeDramBlock) continue;
@@ -290,8 +312,10 @@ std::size_t Octree::Impl::scan_dirty(CursorState& s, std::size_t n) {
       word |= bit;
     }
     if (charge_reads_) pool_->device().read_charge(block_bytes_, false);
-    scan_block<Write>(s, r, code, n);
+    scan_block<Write>(s, r, code, n, true);
+    classify_pending(s, kPendingLag);
   }
+  classify_pending(s, 0);
   return n;
 }
 
