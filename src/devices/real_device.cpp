@@ -13,6 +13,7 @@
 
 #include "cairn/extended/device.hpp"
 #include "devices/line_math.hpp"
+#include "util/crc32c.hpp"
 #include "util/io.hpp"
 
 namespace cairn::devices {
@@ -66,6 +67,7 @@ class RealDevice final : public Device {
       ops.drain = &drain_cpu;
       ops.copy_nodrain = &copy_cpu;
       ops.fill_nodrain = &fill_cpu;
+      ops.copy_crc_nodrain = &copy_crc_cpu;
     }
     return ops;
   }
@@ -97,6 +99,29 @@ class RealDevice final : public Device {
       d.counters_.add(d.counters_.lines_flushed, lines_spanned(dst, len));
     }
     d.counters_.add(d.counters_.copied_bytes, len);
+  }
+  // The copy fused with its checksum where the CPU can (util::crc32c_copy_nt):
+  // non-temporal stores for the destination's whole lines, the partial lines
+  // at its ends stored through the cache and flushed here.
+  static std::uint32_t copy_crc_cpu(void* ctx, void* dst, const void* src, std::size_t len, std::uint32_t crc) {
+    if (len < kNtThreshold || !util::crc32c_copy_streams(len)) {
+      copy_cpu(ctx, dst, src, len);
+      return util::crc32c(crc, src, len);
+    }
+    auto& d = self(ctx);
+    tsan_reads(src, len);
+    tsan_writes(dst, len);
+    crc = util::crc32c_copy_nt(dst, src, len, crc);
+    auto* const begin = static_cast<std::byte*>(dst);
+    auto* const end = begin + len;
+    auto* const first_line = begin + (64 - reinterpret_cast<std::uintptr_t>(begin) % 64) % 64;
+    auto* const last_line = end - reinterpret_cast<std::uintptr_t>(end) % 64;
+    if (first_line > begin) pmem_flush(begin, static_cast<std::size_t>(first_line - begin));
+    if (end > last_line) pmem_flush(last_line, static_cast<std::size_t>(end - last_line));
+    d.counters_.add(d.counters_.nt_bytes, static_cast<std::size_t>(last_line - first_line));
+    d.counters_.add(d.counters_.lines_flushed, (first_line > begin ? 1 : 0) + (end > last_line ? 1 : 0));
+    d.counters_.add(d.counters_.copied_bytes, len);
+    return crc;
   }
   static void fill_cpu(void* ctx, void* dst, int c, std::size_t len) {
     auto& d = self(ctx);

@@ -17,6 +17,7 @@
 #include <optional>
 #include <random>
 
+#include "util/crc32c.hpp"
 #include "util/hash.hpp"
 #include "util/io.hpp"
 #include "util/thread_pool.hpp"
@@ -691,6 +692,12 @@ Result<void> Pool::publish_roots(const std::vector<std::pair<unsigned, RootSlot>
   health_.selector = encode_selector(next, t.generation);
   ++roots_published_;
   return {};
+}
+
+std::uint32_t Pool::memcpy_crc_nodrain(void* dst, const void* src, std::size_t len, std::uint32_t crc) {
+  if (ops_.copy_crc_nodrain != nullptr) return ops_.copy_crc_nodrain(ctx_, dst, src, len, crc);
+  ops_.copy_nodrain(ctx_, dst, src, len);
+  return util::crc32c(crc, src, len);
 }
 
 Result<void> Pool::commit_word(std::uint64_t* word, std::uint64_t value, const std::string& what) {

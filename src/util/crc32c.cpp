@@ -181,9 +181,23 @@ constexpr std::size_t kFoldMin = 256;  // below this the crc32 lanes are as fast
   _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(acc, k, 0x00), _mm_clmulepi64_si128(acc, k, 0x11)), next)
 #define CAIRN_LOAD512(at) _mm512_loadu_si512(at)
 
+// With `to`, also copies the n bytes there in the same pass: the whole
+// 64-byte lines of the destination with non-temporal stores as their bytes
+// are folded (the stores drain while the CPU multiplies), the partial lines
+// at either end with ordinary stores.
 __attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.2"))) std::uint32_t raw_fold(std::uint32_t s,
                                                                                    const unsigned char* p,
-                                                                                   std::size_t n) {
+                                                                                   std::size_t n,
+                                                                                   unsigned char* to = nullptr) {
+  const std::size_t head = to == nullptr ? 0 : std::min(n, (64 - reinterpret_cast<std::uintptr_t>(to) % 64) % 64);
+  const std::size_t lines = to == nullptr ? 0 : (n - head) / 64, tail = to == nullptr ? 0 : n - head - 64 * lines;
+  unsigned char* const out = to + head;
+  const unsigned char* const in = p + head;
+  std::size_t line = 0;
+  if (to != nullptr) std::memcpy(to, p, head);
+#define CAIRN_STREAM(count)                                         \
+  for (std::size_t q = 0; q < (count) && line < lines; ++q, ++line) \
+  _mm512_stream_si512(reinterpret_cast<__m512i*>(out + 64 * line), CAIRN_LOAD512(in + 64 * line))
   const FoldConstants& k = fold_constants();
   const auto ll = [](std::uint64_t c) { return static_cast<long long>(c); };
   const __m512i k256 = _mm512_set4_epi64(ll(k.by256[1]), ll(k.by256[0]), ll(k.by256[1]), ll(k.by256[0]));
@@ -193,7 +207,9 @@ __attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.2"))) std::uint32_t raw_fo
   __m512i a0 = _mm512_xor_si512(CAIRN_LOAD512(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(s))));
   __m512i a1 = CAIRN_LOAD512(p + 64), a2 = CAIRN_LOAD512(p + 128), a3 = CAIRN_LOAD512(p + 192);
   p += 256, n -= 256;
+  CAIRN_STREAM(4);
   for (; n >= 256; p += 256, n -= 256) {
+    CAIRN_STREAM(4);
     a0 = CAIRN_FOLD512(a0, k256, CAIRN_LOAD512(p));
     a1 = CAIRN_FOLD512(a1, k256, CAIRN_LOAD512(p + 64));
     a2 = CAIRN_FOLD512(a2, k256, CAIRN_LOAD512(p + 128));
@@ -211,8 +227,13 @@ __attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.2"))) std::uint32_t raw_fo
   w = _mm_crc32_u64(w, static_cast<std::uint64_t>(_mm_extract_epi64(x, 1)));
   s = static_cast<std::uint32_t>(w);
   for (; n > 0; --n, ++p) s = _mm_crc32_u8(s, *p);
+  if (to != nullptr) {
+    CAIRN_STREAM(lines);
+    std::memcpy(out + 64 * lines, in + 64 * lines, tail);
+  }
   return s;
 }
+#undef CAIRN_STREAM
 #undef CAIRN_FOLD512
 #undef CAIRN_FOLD128
 #undef CAIRN_LOAD512
@@ -234,6 +255,24 @@ std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint
 
 std::uint32_t crc32c_portable(std::uint32_t crc, const void* data, std::size_t n) noexcept {
   return ~raw_portable(~crc, static_cast<const unsigned char*>(data), n);
+}
+
+bool crc32c_copy_streams(std::size_t n) noexcept {
+#if defined(__x86_64__)
+  return n >= kFoldMin && have_vpclmul();
+#else
+  (void)n;
+  return false;
+#endif
+}
+
+std::uint32_t crc32c_copy_nt(void* dst, const void* src, std::size_t n, std::uint32_t crc) noexcept {
+#if defined(__x86_64__)
+  if (crc32c_copy_streams(n))
+    return ~raw_fold(~crc, static_cast<const unsigned char*>(src), n, static_cast<unsigned char*>(dst));
+#endif
+  std::memcpy(dst, src, n);
+  return crc32c(crc, src, n);
 }
 
 std::uint32_t crc32c(std::uint32_t crc, const void* data, std::size_t n) noexcept {

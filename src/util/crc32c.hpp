@@ -36,6 +36,17 @@ std::uint32_t crc32c_shift(std::uint32_t x, std::uint32_t n) noexcept;
 std::uint32_t crc32c_piece(const void* data, std::size_t n, std::uint32_t after) noexcept;
 std::uint32_t crc32c_join(std::uint32_t pieces, std::uint64_t len) noexcept;
 
+// Copies n bytes from src to dst and returns crc32c(crc, src, n), in one
+// pass where crc32c_copy_streams(n): the whole 64-byte lines of dst are then
+// written with non-temporal stores, hidden behind the folding, and the
+// partial lines at its two ends, [dst, next 64-byte boundary) and [last
+// boundary, dst + n), with ordinary stores that the caller writes back; no
+// fence. Otherwise memcpy, then crc32c. (A streamed row costs its copy alone
+// instead of its copy plus its checksum: 16 KiB rows into 32 MiB, 0.89 ms
+// against 1.34 ms.)
+bool crc32c_copy_streams(std::size_t n) noexcept;
+std::uint32_t crc32c_copy_nt(void* dst, const void* src, std::size_t n, std::uint32_t crc) noexcept;
+
 // The table implementation alone (what crc32c uses without SSE4.2); the tests
 // hold the two to the same values.
 std::uint32_t crc32c_portable(std::uint32_t crc, const void* data, std::size_t n) noexcept;

@@ -115,3 +115,25 @@ TEST(Crc32c, PiecesJoinedInAnyOrderGiveTheWholeCrc) {
 }
 
 }  // namespace
+
+// The fused copy writes exactly [dst, dst + n), byte for byte, at every
+// alignment of either end, and returns the CRC of what it copied.
+TEST(Crc32c, CopyWithChecksumCopiesExactlyAndChecksumsTheSource) {
+  std::mt19937_64 rng(3);
+  std::vector<unsigned char> src(40000), dst(40200);
+  for (auto& b : src) b = static_cast<unsigned char>(rng());
+  for (int trial = 0; trial < 400; ++trial) {
+    const std::size_t s_at = rng() % 64, d_at = rng() % 128;
+    const std::size_t n = trial < 40 ? trial * 7 % 600 : rng() % (src.size() - s_at);
+    std::fill(dst.begin(), dst.end(), 0xA5);
+    const auto start = static_cast<std::uint32_t>(rng());
+    ASSERT_EQ(cairn::util::crc32c_copy_nt(dst.data() + d_at, src.data() + s_at, n, start),
+              crc32c(start, src.data() + s_at, n))
+        << "length " << n;
+    ASSERT_EQ(std::memcmp(dst.data() + d_at, src.data() + s_at, n), 0) << "length " << n;
+    for (std::size_t i = 0; i < dst.size(); ++i) {
+      if (i >= d_at && i < d_at + n) continue;
+      ASSERT_EQ(dst[i], 0xA5) << "byte " << i << " outside the copy, length " << n;
+    }
+  }
+}

@@ -97,6 +97,11 @@ struct Ops {
   // (large sizes), flushing what went through the cache; no final fence.
   void (*copy_nodrain)(void* ctx, void* dst, const void* src, std::size_t len) = nullptr;
   void (*fill_nodrain)(void* ctx, void* dst, int c, std::size_t len) = nullptr;
+  // copy_nodrain that also returns the CRC-32C of the bytes copied, extending
+  // `crc`, computed in the same pass over them (optional: where null, the
+  // pool copies and then checksums).
+  std::uint32_t (*copy_crc_nodrain)(void* ctx, void* dst, const void* src, std::size_t len,
+                                    std::uint32_t crc) = nullptr;
 };
 
 // Snapshot of a device's counters.

@@ -263,6 +263,10 @@ class Pool {
     ops_.drain(ctx_);
   }
   void memcpy_nodrain(void* dst, const void* src, std::size_t len) { ops_.copy_nodrain(ctx_, dst, src, len); }
+  // memcpy_nodrain that also returns the CRC-32C of the bytes copied,
+  // extending `crc`: in the same pass where the device can (the real device
+  // on a CPU with AVX-512 and VPCLMULQDQ), else copied, then checksummed.
+  std::uint32_t memcpy_crc_nodrain(void* dst, const void* src, std::size_t len, std::uint32_t crc);
   void memcpy_persist(void* dst, const void* src, std::size_t len) {
     ops_.copy_nodrain(ctx_, dst, src, len);
     ops_.drain(ctx_);

@@ -44,9 +44,11 @@
 //
 // Checksums (SlotStore's payload checksums). Whoever writes back a piece
 // computes its chunks' CRC-32C first, while it has the bytes in cache: the
-// helper, the barrier's threads, or the caller of an inline hand-over; a
-// region nothing was handed over for (streamed, or Options::flush off) is
-// sealed at commit from the slot. The table is written back with the pointer
+// helper, the barrier's threads, or the caller of an inline hand-over. What
+// is streamed is checksummed by stream() from its source in the copy's own
+// pass (see stream()); a region nothing was handed over for (Options::flush
+// off), and what stream() did not gather whole, is sealed at commit from the
+// slot. The table is written back with the pointer
 // table, before the version word. Restore checks the slot it switches to
 // (check_dual): at once for a small state, else in the background, the next
 // commit waiting for the result.
@@ -92,6 +94,21 @@ constexpr std::size_t kHelperPiece = 512 * 1024;
 // flushed by the caller; issue 11).
 constexpr std::size_t kInlineBytes = 256 * 1024;
 
+// What one thread streamed last into one chunk of a dual region: bytes
+// [start, end) of the region, consecutive, and their CRC register chained
+// from zero (no shift, no atomic per stream() call); void once `iteration`
+// is not the strategy's.
+struct Run {
+  const void* owner = nullptr;
+  std::uint64_t iteration = 0;
+  std::size_t region = 0, chunk = 0, start = 0, end = 0;
+  std::uint32_t reg = 0;
+};
+thread_local Run t_run;
+// Iterations are numbered across every InPlace of the process, so a Run left
+// by a strategy since destroyed never matches one at the same address.
+std::atomic<std::uint64_t> g_iterations{1};
+
 class InPlace final : public Strategy {
  public:
   ~InPlace() override;
@@ -109,6 +126,7 @@ class InPlace final : public Strategy {
   // fence per streaming thread would only split one write-back into many.
   void stream_fence() override {
     if (!store_->pool().drain_covers_all_threads()) store_->pool().drain();
+    if (t_run.owner == this) publish_run(t_run);
   }
   void streamed_region(Layout& layout, std::size_t entry) override;
   devices::Stats device_stats() const override { return store_ ? store_->pool().stats().device : devices::Stats{}; }
@@ -129,7 +147,16 @@ class InPlace final : public Strategy {
   struct StreamedChunk {
     std::atomic<std::uint32_t> pieces{0};
     std::atomic<std::uint32_t> bytes{0};
+    // A chunk one thread streamed whole, start to end, in one run: its CRC,
+    // stored without a locked instruction (which would wait for the thread's
+    // non-temporal stores in flight), and how many times that happened.
+    std::atomic<std::uint32_t> whole_crc{0};
+    std::atomic<std::uint32_t> whole{0};
   };
+  // Publishes the calling thread's run (see Run) into its chunk's gathering.
+  void publish_run(Run& run);
+  // Clears what stream() gathered and voids every thread's Run.
+  void reset_streamed();
   // Seals region i's chunks from what stream() gathered where that covers a
   // chunk exactly, from the slot elsewhere; clears the gathering.
   void seal_streamed(std::size_t i, int k);
@@ -168,6 +195,7 @@ class InPlace final : public Strategy {
   std::vector<char> sealed_;           // per entry: its checksums are (being) computed in this iteration
   const Layout* layout_ = nullptr;     // the Context's, for stream()
   std::vector<std::unique_ptr<StreamedChunk[]>> streamed_;  // per dual entry, per chunk
+  std::uint64_t iteration_ = g_iterations.fetch_add(1);     // renewed at each commit and restore: see Run
 
   // Helper thread and its FIFO queue (seed 004's flush_init / flush_async),
   // on the heap: a process forked from this one has no helper thread and must
@@ -342,53 +370,101 @@ void InPlace::do_piece(const Piece& p, unsigned threads) {
 void InPlace::stream(void* dst, const void* src, std::size_t len) {
   pool::Pool& pool = store_->pool();
   if (!pool.contains(dst, len)) return stream_copy(dst, src, len);
-  pool.memcpy_nodrain(dst, src, len);  // through the device: emulation and accounting see it
-  // The checksums of what is streamed into a dual region's write() version,
-  // from the source while it is in cache: otherwise commit reads the whole
+  // The checksums of what is streamed into a dual region's write() version
+  // are computed from the source as it is copied (Pool::memcpy_crc_nodrain:
+  // in one pass where the device can): otherwise commit reads the whole
   // region back from memory, which costs a memory-bound kernel as much as a
-  // second pass over its state. Pieces under kMinGathered are left to that
-  // read (a combine costs about as much as checksumming 1 KiB).
-  constexpr std::size_t kMinGathered = 1024;
+  // second pass over its state. A thread's consecutive rows chain one CRC
+  // register per chunk (Run); the chunk's gathering sees it once per chunk.
   const int k = target();
   const auto* at = static_cast<const std::byte*>(dst);
-  if (at < store_->area(k) || !store_->sealing()) return;
-  std::size_t off = static_cast<std::size_t>(at - store_->area(k));
-  std::size_t i = layout_->entries.size();
-  while (i > 0 && store_->region_offset(i - 1) > off) --i;
-  if (i == 0 || !streamed_[i - 1]) return;
+  std::size_t i = layout_->entries.size(), off = 0;
+  if (at >= store_->area(k) && store_->sealing()) {
+    off = static_cast<std::size_t>(at - store_->area(k));
+    while (i > 0 && store_->region_offset(i - 1) > off) --i;
+  } else {
+    i = 0;  // no checksums to gather
+  }
+  if (i == 0 || !streamed_[i - 1])
+    return pool.memcpy_nodrain(dst, src, len);  // through the device: emulation and accounting see it
   --i;
   const std::size_t bytes = layout_->entries[i].bytes;
   off -= store_->region_offset(i);
+  auto* to = static_cast<std::byte*>(dst);
   const auto* from = static_cast<const std::byte*>(src);
-  while (len > 0 && off < bytes) {
+  Run& run = t_run;
+  while (len > 0) {
+    if (off >= bytes) return pool.memcpy_nodrain(to, from, len);  // past the region (not checksummed here)
     const std::size_t c = off / SlotStore::kChunk, end = std::min((c + 1) * SlotStore::kChunk, bytes);
     const std::size_t n = std::min(len, end - off);
-    if (n >= kMinGathered) {
-      streamed_[i][c].pieces.fetch_xor(util::crc32c_piece(from, n, static_cast<std::uint32_t>(end - off - n)),
-                                       std::memory_order_relaxed);
-      streamed_[i][c].bytes.fetch_add(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
+    if (run.owner != this || run.iteration != iteration_ || run.region != i || run.chunk != c || run.end != off) {
+      if (run.owner == this) publish_run(run);
+      run = Run{this, iteration_, i, c, off, off, 0};
     }
-    off += n, from += n, len -= n;
+    run.reg = ~pool.memcpy_crc_nodrain(to, from, n, ~run.reg);  // the raw register, chained
+    run.end += n;
+    if (run.end == end) publish_run(run);
+    off += n, to += n, from += n, len -= n;
   }
 }
 
-void InPlace::seal_streamed(std::size_t i, int k) {
-  const std::size_t bytes = layout_->entries[i].bytes;
-  const std::byte* slot = store_->slot(i, k);
-  bool gathered = false;
-  for (std::size_t c = 0, n = store_->chunks(i); c < n && !gathered; ++c)
-    gathered = streamed_[i][c].bytes.load(std::memory_order_relaxed) != 0;
-  if (!gathered) return store_->seal(i, k, slot, 0, bytes, threads_);  // Options::flush off, or small pieces
-  for (std::size_t c = 0, n = store_->chunks(i); c < n; ++c) {
-    StreamedChunk& g = streamed_[i][c];
-    const std::size_t at = c * SlotStore::kChunk, len = std::min(SlotStore::kChunk, bytes - at);
-    if (g.bytes.load(std::memory_order_relaxed) == len)
-      store_->seal_chunk(i, k, c, util::crc32c_join(g.pieces.load(std::memory_order_relaxed), len));
-    else
-      store_->seal(i, k, slot, at, len);
-    g.pieces.store(0, std::memory_order_relaxed);
-    g.bytes.store(0, std::memory_order_relaxed);
+void InPlace::publish_run(Run& run) {
+  const bool current = run.iteration == iteration_ && run.end > run.start;
+  run.owner = nullptr;
+  if (!current) return;
+  StreamedChunk& g = streamed_[run.region][run.chunk];
+  const std::size_t at = run.chunk * SlotStore::kChunk;
+  const std::size_t end = std::min(at + SlotStore::kChunk, layout_->entries[run.region].bytes);
+  if (run.start == at && run.end == end) {
+    // Only this thread streams this chunk (threads stream disjoint ranges).
+    g.whole_crc.store(util::crc32c_join(run.reg, end - at), std::memory_order_relaxed);
+    g.whole.store(g.whole.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return;
   }
+  g.pieces.fetch_xor(util::crc32c_shift(run.reg, static_cast<std::uint32_t>(end - run.end)), std::memory_order_relaxed);
+  g.bytes.fetch_add(static_cast<std::uint32_t>(run.end - run.start), std::memory_order_relaxed);
+}
+
+void InPlace::reset_streamed() {
+  for (std::size_t i = 0; i < streamed_.size(); ++i)
+    for (std::size_t c = 0; streamed_[i] && c < store_->chunks(i); ++c) {
+      StreamedChunk& g = streamed_[i][c];
+      g.pieces.store(0, std::memory_order_relaxed);
+      g.bytes.store(0, std::memory_order_relaxed);
+      g.whole.store(0, std::memory_order_relaxed);
+    }
+  iteration_ = g_iterations.fetch_add(1);
+}
+
+void InPlace::seal_streamed(std::size_t i, int k) {
+  const std::size_t bytes = layout_->entries[i].bytes, n = store_->chunks(i);
+  const std::byte* slot = store_->slot(i, k);
+  // Chunk by chunk: streamed whole by one run, or in pieces that cover it
+  // exactly once, or else from the slot (consecutive such chunks at once,
+  // with all threads: a region streamed with checksums gathered nowhere).
+  std::size_t from_slot = n;  // first chunk of the pending stretch to seal from the slot
+  const auto seal_pending = [&](std::size_t upto) {
+    if (from_slot < upto)
+      store_->seal(i, k, slot, from_slot * SlotStore::kChunk,
+                   std::min(upto * SlotStore::kChunk, bytes) - from_slot * SlotStore::kChunk, threads_);
+    from_slot = n;
+  };
+  for (std::size_t c = 0; c < n; ++c) {
+    const StreamedChunk& g = streamed_[i][c];
+    const std::size_t len = std::min(SlotStore::kChunk, bytes - c * SlotStore::kChunk);
+    const std::uint32_t whole = g.whole.load(std::memory_order_relaxed);
+    const std::uint32_t piecewise = g.bytes.load(std::memory_order_relaxed);
+    if (whole == 1 && piecewise == 0) {
+      store_->seal_chunk(i, k, c, g.whole_crc.load(std::memory_order_relaxed));
+    } else if (whole == 0 && piecewise == len) {
+      store_->seal_chunk(i, k, c, util::crc32c_join(g.pieces.load(std::memory_order_relaxed), len));
+    } else {
+      if (from_slot == n) from_slot = c;
+      continue;
+    }
+    seal_pending(c);
+  }
+  seal_pending(n);
 }
 
 void InPlace::streamed_region(Layout& layout, std::size_t entry) {
@@ -437,11 +513,7 @@ Result<void> InPlace::restore(Layout& layout) {
   cancel_pending();
   std::fill(handed_.begin(), handed_.end(), 0);
   std::fill(sealed_.begin(), sealed_.end(), 0);
-  for (std::size_t i = 0; i < streamed_.size(); ++i)  // what the abandoned iteration streamed
-    for (std::size_t c = 0; streamed_[i] && c < store_->chunks(i); ++c) {
-      streamed_[i][c].pieces.store(0, std::memory_order_relaxed);
-      streamed_[i][c].bytes.store(0, std::memory_order_relaxed);
-    }
+  reset_streamed();  // what the abandoned iteration streamed
   const int k = store_->committed_slot();
   if (auto r = store_->check_version_layout(layout, k); !r.ok()) return r;
   if (auto r = check_dual(layout, k); !r.ok()) return r;
@@ -539,6 +611,7 @@ Result<void> InPlace::commit(Layout& layout, std::uint64_t version) {
     // pointer): finish what is in flight and redo everything next time.
     flush_barrier();
     std::fill(handed_.begin(), handed_.end(), 0);
+    reset_streamed();
     return r;
   }
   flush_async(layout);  // whatever the application did not hand over yet
@@ -554,6 +627,7 @@ Result<void> InPlace::commit(Layout& layout, std::uint64_t version) {
     }
   store_->flush_seals(k);
   std::fill(sealed_.begin(), sealed_.end(), 0);
+  reset_streamed();
   // 1. the target slot's data is durable (barrier); 2. its pointer table and
   // layout hash; 3. publish fences this thread, checks that none of these
   // write-backs failed (the helper's included: the device keeps the first
