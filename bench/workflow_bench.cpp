@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "bench/bench_util.hpp"
 
@@ -77,8 +78,13 @@ void print_workflow_report(const WorkflowReport& rep, std::ostream& out) {
       << ", " << o.sweeps << " sweeps per solve; medians of " << o.repeats << " runs (" << rep.machine << ")\n";
   if (!o.tmpfs_dir.empty()) out << "file-tmpfs files and the pmem pool in " << o.tmpfs_dir << "\n";
   if (!rep.rows.empty())
-    out << "final mesh " << rep.rows.front().leaves << " leaves; components write "
-        << fmt("%.1f", static_cast<double>(rep.rows.front().bytes) / 1e6) << " MB per run\n";
+    out << "final mesh " << rep.rows.front().leaves << " leaves (a stream of the whole mesh: "
+        << fmt("%.1f", static_cast<double>(rep.rows.front().leaves * sizeof(wf::Record)) / 1e6)
+        << " MB); components write " << fmt("%.1f", static_cast<double>(rep.rows.front().bytes) / 1e6)
+        << " MB per run\n";
+  if (const unsigned hw = std::thread::hardware_concurrency(); hw > 0 && static_cast<unsigned>(o.parts) > hw)
+    out << "OVERSUBSCRIBED: " << o.parts << " solver processes per step on " << hw
+        << " hardware threads (the parts of a step share the cores)\n";
   const WorkflowRow* disk = find_row(rep, "file-disk");
   const WorkflowRow* tmpfs = find_row(rep, "file-tmpfs");
   char line[256];

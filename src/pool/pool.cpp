@@ -333,6 +333,8 @@ Result<std::unique_ptr<Pool>> Pool::map_and_bind(const std::string& path, std::s
   if (!ops.ok()) return std::move(ops).error();
   pool->ops_ = ops.value();
   pool->ctx_ = pool->device_->context();
+  pool->through_file_ = pool->tmpfs_ && pool->mode_ == devices::FlushMode::cpu && pool->device_->name() == "real" &&
+                        (::fcntl(pool->fd_, F_GETFL) & O_ACCMODE) == O_RDWR;
   return pool;
 }
 
@@ -477,9 +479,19 @@ Result<std::unique_ptr<Pool>> Pool::open(const std::string& path, OpenOptions op
     // was reserved before it was handed out.
     std::uint64_t hw = 0;
     read_at(fd.fd, &hw, sizeof hw, kHighWaterOffset);
-    sparse_reserved = static_cast<std::uint64_t>(st.st_blocks) * 512 < static_cast<std::uint64_t>(st.st_size)
+    const auto allocated = static_cast<std::uint64_t>(st.st_blocks) * 512;
+    sparse_reserved = allocated < static_cast<std::uint64_t>(st.st_size)
                           ? std::min<std::uint64_t>(header.pool_size, header.arena_offset + hw * header.block_size)
                           : header.pool_size;
+    // On tmpfs the file's allocated pages are exactly the reserved prefix
+    // (reservations only ever extend it; st_blocks counts nothing else),
+    // usually well past the high-water mark. Reserving that part again is
+    // not free there: fallocate clears every page an earlier fallocate
+    // reserved and nothing has written yet (the kernel keeps its promise of
+    // zeros that way), up to 16 MiB on the first allocation of every
+    // process that opens the pool.
+    if (on_tmpfs(fd.fd) && allocated < static_cast<std::uint64_t>(st.st_size))
+      sparse_reserved = std::max(sparse_reserved, std::min<std::uint64_t>(header.pool_size, allocated / 4096 * 4096));
   }
   auto mapped = map_and_bind(path, header.pool_size, options.flush_mode, std::move(options.device));
   if (!mapped.ok()) return std::move(mapped).error();
@@ -759,6 +771,35 @@ std::size_t Pool::prefault(const void* addr, std::size_t len) const {
   // a write-protect fault).
   for (std::uintptr_t p = b; p < e; p += page) (void)*reinterpret_cast<const volatile std::byte*>(p);
   return (e - b) / page;
+}
+
+std::size_t Pool::written_prefix(const void* addr, std::size_t len) const {
+  if (!through_file_ || len == 0 || !contains(addr, len)) return len;
+  static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  const std::uintptr_t first = a / page * page;
+  const std::size_t pages = (a + len - first + page - 1) / page;
+  // Was page i of the range written? A failed call says yes: the mapping
+  // then populates it as before.
+  const auto written = [&](std::size_t i) {
+    unsigned char v = 1;
+    if (::mincore(reinterpret_cast<void*>(first + i * page), 1, &v) != 0) return true;
+    return (v & 1) != 0;
+  };
+  if (written(pages - 1)) return len;
+  if (!written(0)) return 0;
+  std::size_t lo = 0, hi = pages - 1;  // page lo written, page hi not
+  while (hi - lo > 1) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    (written(mid) ? lo : hi) = mid;
+  }
+  return std::min(len, first + hi * page - a);
+}
+
+bool Pool::copy_through_file(void* dst, const void* src, std::size_t len) {
+  if (!through_file_ || len == 0 || !contains(dst, len)) return false;
+  const auto off = static_cast<std::uint64_t>(static_cast<std::byte*>(dst) - base_);
+  return util::pwrite_full(fd_, src, len, off) == 0;
 }
 
 void Pool::persist_mt(const void* addr, std::size_t len, unsigned threads, Drain drain) {

@@ -118,6 +118,43 @@ TEST(Pool, PrefaultTakesTheFirstTouchFaultsAndKeepsTheBytes) {
   EXPECT_EQ(pool->prefault(pool->at(0) + pool->size() - 4096, 8192), 0u);  // beyond the pool
 }
 
+// On tmpfs, pool space that was reserved but never written is a hole to
+// mincore; written_prefix finds where the written pages end, and
+// copy_through_file fills fresh pages with pwrite, the bytes then seen
+// through the mapping. Elsewhere (msync here) neither does anything.
+TEST(Pool, FreshSpaceOnTmpfsIsFoundAndWrittenThroughTheFile) {
+  TempDir dir;
+  auto pool = make_pool(dir.file("f.pool"), 16u << 20);
+  ASSERT_TRUE(pool);
+  if (!pool->copies_through_file()) GTEST_SKIP() << "the test directory is not on tmpfs ($CAIRN_TEST_DIR)";
+  constexpr std::size_t kBytes = 1u << 20, kHead = 256u << 10;
+  auto a = pool->arena().alloc(kBytes);
+  ASSERT_TRUE(a.ok());
+  std::byte* pa = pool->at(a.value());
+  std::vector<std::byte> src(kBytes);
+  for (std::size_t i = 0; i < kBytes; ++i) src[i] = static_cast<std::byte>((i * 7 + i / 4096) & 0xff);
+
+  EXPECT_EQ(pool->written_prefix(pa, kBytes), 0u);
+  pool->memcpy_persist(pa, src.data(), kHead);  // through the mapping
+  EXPECT_EQ(pool->written_prefix(pa, kBytes), kHead);
+  EXPECT_EQ(pool->written_prefix(pa + 4096, kBytes - 4096), kHead - 4096);
+  ASSERT_TRUE(pool->copy_through_file(pa + kHead, src.data() + kHead, kBytes - kHead));
+  EXPECT_EQ(pool->written_prefix(pa, kBytes), kBytes);
+  EXPECT_EQ(0, std::memcmp(pa, src.data(), kBytes));
+  EXPECT_FALSE(pool->copy_through_file(pool->at(0) + pool->size() - 4096, src.data(), 8192));  // beyond the pool
+
+  CreateOptions msync;
+  msync.size = 4u << 20;
+  msync.flush_mode = devices::FlushMode::msync;
+  auto m = Pool::create(dir.file("m.pool"), std::move(msync));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_FALSE(m.value()->copies_through_file());
+  auto mo = m.value()->arena().alloc(kBytes);
+  ASSERT_TRUE(mo.ok());
+  EXPECT_EQ(m.value()->written_prefix(m.value()->at(mo.value()), kBytes), kBytes);
+  EXPECT_FALSE(m.value()->copy_through_file(m.value()->at(mo.value()), src.data(), kBytes));
+}
+
 TEST(Pool, PublishAlternatesTablesAndCountsGenerations) {
   TempDir dir;
   auto pool = make_pool(dir.file("p"));

@@ -292,21 +292,38 @@ Result<long> Directory::begin_write(std::string_view name, std::uint64_t capacit
 
 std::byte* Directory::pending_data(long entry) const { return pool_->at(at(entry).pending.offset); }
 
+std::uint64_t Directory::unwritten_from(long entry) const {
+  const Extent& p = at(entry).pending;
+  return p.offset == 0 ? 0 : pool_->written_prefix(pool_->at(p.offset), p.capacity);
+}
+
+void Directory::put(std::byte* data, std::uint64_t pos, const void* buf, std::size_t n, std::uint64_t fresh_from) {
+  if (pos + n > fresh_from) {
+    const std::uint64_t split = std::max(pos, fresh_from);
+    const std::size_t before = static_cast<std::size_t>(split - pos);
+    if (pool_->copy_through_file(data + split, static_cast<const std::byte*>(buf) + before, n - before)) n = before;
+  }
+  if (n > 0) pool_->memcpy_nodrain(data + pos, buf, n);
+}
+
 Result<void> Directory::grow(long entry, std::uint64_t capacity, std::uint64_t used) {
   StreamEntry& e = at(entry);
   if (auto r = reclaim(); !r.ok()) return r.error();
   auto off = allocate(capacity);
   if (!off.ok()) return off.error();
   const Extent old = e.pending;
-  pool_->prefault(pool_->at(off.value()), capacity);
-  if (used > 0) pool_->memcpy_nodrain(pool_->at(off.value()), pool_->at(old.offset), std::min(used, old.capacity));
+  std::byte* to = pool_->at(off.value());
+  const std::uint64_t warm = pool_->written_prefix(to, capacity);
+  pool_->prefault(to, warm);
+  if (used > 0) put(to, 0, pool_->at(old.offset), std::min(used, old.capacity), warm);
   e.pending = Extent{off.value(),
                      pool_->arena().blocks_for(std::max<std::uint64_t>(capacity, 1)) * pool_->arena().block_size()};
   pool_->arena().free(old.offset, old.capacity);  // never committed: nobody reads it
   return {};
 }
 
-Result<void> Directory::write(long entry, std::uint64_t pos, const void* buf, std::size_t n, std::uint64_t& length) {
+Result<void> Directory::write(long entry, std::uint64_t pos, const void* buf, std::size_t n, std::uint64_t& length,
+                              std::uint64_t* fresh_from) {
   if (n == 0) return {};
   const std::uint64_t cap = at(entry).pending.capacity;
   if (pos + n > cap) {
@@ -316,10 +333,11 @@ Result<void> Directory::write(long entry, std::uint64_t pos, const void* buf, st
     auto r = grow(entry, std::max(cap * 2, pos + n), length);
     if (hooks_.unlock) hooks_.unlock();
     if (!r.ok()) return r;
+    if (fresh_from != nullptr) *fresh_from = unwritten_from(entry);
   }
   std::byte* data = pending_data(entry);
   if (pos > length) pool_->memset_nodrain(data + length, 0, pos - length);
-  pool_->memcpy_nodrain(data + pos, buf, n);
+  put(data, pos, buf, n, fresh_from != nullptr ? *fresh_from : UINT64_MAX);
   length = std::max<std::uint64_t>(length, pos + n);
   return {};
 }

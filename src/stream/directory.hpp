@@ -172,6 +172,12 @@ class Directory {
   }
   std::byte* pending_data(long entry) const;
   std::uint64_t pending_capacity(long entry) const { return at(entry).pending.capacity; }
+  // The position in the pending extent from which its pages were never
+  // written (Pool::written_prefix; the capacity where the pool does not
+  // copy through its file). Bytes from there on go through the file
+  // (Pool::copy_through_file) and the writer does not populate those
+  // pages: the kernel would clear each one before the copy overwrote it.
+  std::uint64_t unwritten_from(long entry) const;
   // Moves the pending extent to one of at least `capacity` bytes, copying
   // (and not persisting: commit does) the first `used` bytes.
   Result<void> grow(long entry, std::uint64_t capacity, std::uint64_t used);
@@ -179,7 +185,10 @@ class Directory {
   // (flushed or non-temporal, not fenced), growing it by doubling when
   // needed (under hooks.lock) and zero-filling a gap; `length` is the bytes
   // written so far and is updated. Needs no lock unless it grows.
-  Result<void> write(long entry, std::uint64_t pos, const void* buf, std::size_t n, std::uint64_t& length);
+  // `fresh_from`, if given, is the writer's unwritten_from(entry): bytes
+  // at or past it are copied through the file; a growth updates it.
+  Result<void> write(long entry, std::uint64_t pos, const void* buf, std::size_t n, std::uint64_t& length,
+                     std::uint64_t* fresh_from = nullptr);
   // Fences the calling thread's copies of the pending bytes and commits the
   // first `length` of them (a writer whose bytes other threads copied too
   // persists them first: a fence orders only its own thread's stores).
@@ -210,6 +219,9 @@ class Directory {
   }
   bool unpinned(std::uint64_t off) const { return !hooks_.unpinned || hooks_.unpinned(off); }
   void retire(const Extent& e);
+  // Copies n bytes to data + pos: through the file from `fresh_from` on (if
+  // the pool can), through the mapping before it.
+  void put(std::byte* data, std::uint64_t pos, const void* buf, std::size_t n, std::uint64_t fresh_from);
   Result<std::uint64_t> allocate(std::uint64_t capacity);
 
   pool::Pool* pool_;

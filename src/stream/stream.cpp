@@ -742,14 +742,17 @@ class PmemWriter : public Handle {
     lock.unlock();
     // The extent's pages in one batch (MADV_POPULATE_WRITE) instead of one
     // fault per 4 KiB page (several microseconds each in a VM), outside the
-    // pool lock: the extent is this writer's alone.
-    h->store_->pool().prefault(h->store_->dir().pending_data(h->entry_), h->store_->dir().pending_capacity(h->entry_));
+    // pool lock: the extent is this writer's alone. Only pages written
+    // before: the rest (fresh pool space on tmpfs) the writes put through
+    // the file, which fills them without clearing them first.
+    h->fresh_from_ = h->store_->dir().unwritten_from(h->entry_);
+    h->store_->pool().prefault(h->store_->dir().pending_data(h->entry_), h->fresh_from_);
     return std::shared_ptr<Handle>(h);
   }
   ssize_t write(const char* buf, std::size_t n) override {
     if (error_.code != Errc::ok) return fail_with(error_, EIO);
     if (std::this_thread::get_id() != thread_) many_threads_ = true;
-    auto r = store_->dir().write(entry_, pos_, buf, n, len_);
+    auto r = store_->dir().write(entry_, pos_, buf, n, len_, &fresh_from_);
     if (!r.ok()) return fail_with(r.error(), util::errno_from_errc(r.error().code));
     // The version's CRC from the caller's bytes (in cache) while the writes
     // append; a seek back or past the end leaves it to the commit.
@@ -806,6 +809,7 @@ class PmemWriter : public Handle {
   std::uint32_t crc_ = 0;      // CRC-32C of the first crc_len_ bytes
   std::uint64_t crc_len_ = 0;  // kNoCrc: the writes did not only append
   std::uint64_t pos_ = 0, len_ = 0;
+  std::uint64_t fresh_from_ = UINT64_MAX;  // Directory::unwritten_from
   std::thread::id thread_;
   bool many_threads_ = false;
 };
