@@ -560,12 +560,15 @@ struct CursorState {
   bool memory = false;
   int phase = -1;  // -1: not begun
   bool skip_dram = false;
-  bool may_merge = true;                        // the writer may run C0 merges (not while pool_roots hold DRAM blocks)
-  std::size_t chunk = 0, block = 0;             // phase 0: the next block of the slab (a batch never ends within one)
-  std::size_t dirty_at = 0;                     // phase 1: the next entry of the dirty list
-  std::vector<std::uint64_t> seen;              // phase 1: blocks handed out, when the list may repeat one
-  std::vector<std::pair<Ref, int>> pending;     // phase 1: pool references met, not yet checked
-  std::size_t pending_at = 0;                   // the first of them not checked
+  bool may_merge = true;                     // the writer may run C0 merges (not while pool_roots hold DRAM blocks)
+  std::size_t chunk = 0, block = 0;          // phase 0: the next block of the slab (a batch never ends within one)
+  std::size_t dirty_at = 0;                  // phase 1: the next entry of the dirty list
+  std::vector<std::uint64_t> seen;           // phase 1: blocks handed out, when the list may repeat one
+  std::vector<std::pair<Ref, int>> pending;  // phase 1: pool references met, not yet checked
+  std::size_t pending_at = 0;                // the first of them not checked
+  // Phases 0 and 1: references to DRAM blocks and to pool blocks of this
+  // generation met, and such blocks scanned (they must match).
+  std::uint64_t dram_refs = 0, dram_blocks = 0, gen_refs = 0, gen_blocks = 0;
   std::vector<std::pair<Ref, int>> pool_roots;  // (block, slot) whose child is a pool block
   std::size_t next_root = 0;
   Frame f[kMaxLevel + 2];

@@ -59,7 +59,9 @@ std::size_t Octree::Impl::fill(CursorState& s, std::size_t n) {
       const Octant o = d == 0 ? Octant{} : child_octant(parent, slot);
       const Ref c = read_child(block, slot, o, work_gen_);
       if (c != 0) {
-        if (s.skip_dram && in_dram(c)) continue;  // the memory order's slab scan handed its leaves out
+        // The memory order's walks cover committed subtrees: no DRAM block
+        // lies below them.
+        if (s.skip_dram && in_dram(c)) damaged(&o, "a block of the committed version names a DRAM block");
         prefetch_children(c);
         f.slot = slot;
         s.f[d + 1] = {c, o, 0, fan_, false};
@@ -168,7 +170,7 @@ static_assert(sizeof(Octant) == 16 && sizeof(LeafView) == 24 && offsetof(LeafVie
 // blocks, as a mask.
 template <int Slots>
 inline unsigned emit_block(const std::byte* b, std::size_t stride, __m128i base, __m128i half, std::byte* out,
-                           std::size_t& n) {
+                           std::size_t& n, std::uint64_t& dram) {
   const std::byte* slot = b + sizeof(BlockHeader);
   unsigned pool = 0;
   for (int sl = 0; sl < Slots; ++sl, slot += stride) {
@@ -180,6 +182,7 @@ inline unsigned emit_block(const std::byte* b, std::size_t stride, __m128i base,
     const std::byte* d = slot + 8;
     std::memcpy(at + 16, &d, sizeof d);
     n += c == 0;
+    dram += c & 1;
     pool |= static_cast<unsigned>(c != 0 && !in_dram(c)) << sl;
   }
   return pool;
@@ -199,7 +202,7 @@ inline void Octree::Impl::scan_block(CursorState& s, Ref r, std::uint64_t code, 
   unsigned pool;
   Octant parent;
   if (code == kNoParent) {  // the root block: one slot, the root octant
-    pool = emit_block<1>(b, stride_, _mm_setzero_si128(), _mm_setzero_si128(), out, n);
+    pool = emit_block<1>(b, stride_, _mm_setzero_si128(), _mm_setzero_si128(), out, n, s.dram_refs);
   } else {
     // The children's octants: (level + 1, x, y, z) plus half the edge
     // along the axes of the slot's bits.
@@ -207,7 +210,8 @@ inline void Octree::Impl::scan_block(CursorState& s, Ref r, std::uint64_t code, 
     const __m128i base = _mm_setr_epi32(parent.level + 1, static_cast<std::int32_t>(parent.x),
                                         static_cast<std::int32_t>(parent.y), static_cast<std::int32_t>(parent.z));
     const __m128i half = _mm_set1_epi32(static_cast<std::int32_t>(parent.length() >> 1));
-    pool = fan_ == 8 ? emit_block<8>(b, stride_, base, half, out, n) : emit_block<4>(b, stride_, base, half, out, n);
+    pool = fan_ == 8 ? emit_block<8>(b, stride_, base, half, out, n, s.dram_refs)
+                     : emit_block<4>(b, stride_, base, half, out, n, s.dram_refs);
   }
   if constexpr (Write) {
     // Both kinds are writable: a DRAM block counts as changed (its twin is
@@ -240,7 +244,10 @@ void Octree::Impl::classify(CursorState& s, Ref r, int sl) {
   const std::uint64_t code = hdr(r)->code;
   const Octant o = code == kNoParent ? Octant{} : child_octant(unpack(code), sl);
   const Ref c = read_child(r, sl, o, work_gen_, Reader::quiet);
-  if (hdr(c)->epoch != work_gen_) s.pool_roots.push_back({r, sl});
+  if (hdr(c)->epoch != work_gen_)
+    s.pool_roots.push_back({r, sl});
+  else
+    ++s.gen_refs;
 }
 
 // Classifies the pending references but the last `keep`.
@@ -276,6 +283,7 @@ std::size_t Octree::Impl::scan_slab(CursorState& s, std::size_t n) {
       std::uint64_t code;
       std::memcpy(&code, b, sizeof code);
       if (code == kFreeDramBlock) continue;
+      ++s.dram_blocks;
       scan_block<Write>(s, reinterpret_cast<Ref>(b) | 1, code, n, false);
     }
   }
@@ -312,6 +320,7 @@ std::size_t Octree::Impl::scan_dirty(CursorState& s, std::size_t n) {
       word |= bit;
     }
     if (charge_reads_) pool_->device().read_charge(block_bytes_, false);
+    ++s.gen_blocks;
     scan_block<Write>(s, r, code, n, true);
     classify_pending(s, kPendingLag);
   }
@@ -367,8 +376,12 @@ std::size_t Octree::Impl::fill_memory(CursorState& s) {
     // may move them, and no copy may land in the slab.
     s.may_merge = false;
     // A root of an older generation heads a subtree of older blocks only.
-    if (!in_dram(work_root_) && hdr(read_root(work_root_, work_gen_, Reader::quiet))->epoch != work_gen_)
+    if (in_dram(work_root_))
+      ++s.dram_refs;
+    else if (hdr(read_root(work_root_, work_gen_, Reader::quiet))->epoch != work_gen_)
       s.pool_roots.push_back({0, -1});
+    else
+      ++s.gen_refs;
   }
   std::size_t n = 0;
   if (s.phase == 0) {
@@ -379,6 +392,15 @@ std::size_t Octree::Impl::fill_memory(CursorState& s) {
   if (s.phase == 1) {
     n = scan_dirty<Write>(s, n);
     if (s.dirty_at < dirty_.size()) return n;
+    // The scans followed no reference to a DRAM block or a pool block of
+    // this generation: each such block has exactly one, so the references
+    // counted must equal the blocks scanned (a damaged reference the block's
+    // CRC did not catch would otherwise drop its subtree silently).
+    if (s.dram_refs != s.dram_blocks || s.gen_refs != s.gen_blocks)
+      damaged(nullptr, "the working version's references to DRAM blocks (" + std::to_string(s.dram_refs) +
+                           ") or to blocks of this generation (" + std::to_string(s.gen_refs) +
+                           ") do not match the blocks found (" + std::to_string(s.dram_blocks) + ", " +
+                           std::to_string(s.gen_blocks) + ")");
     s.seen.clear();
     s.seen.shrink_to_fit();
     s.phase = 2;

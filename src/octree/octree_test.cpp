@@ -20,6 +20,7 @@
 
 #include "cairn/extended/device.hpp"
 #include "cairn/extended/pool.hpp"
+#include "octree/format.hpp"
 #include "octree/internal.hpp"
 
 namespace cairn::octree {
@@ -1516,6 +1517,54 @@ TEST(OctreeDamage, ADramBitInTheRootsChildReferenceIsATypedErrorNotACrash) {
               kTypedError)
         << "background collection: " << background;
     EXPECT_EQ(in_child([&] { return restore_and_read(path, o, sum); }), kTypedError);
+  }
+}
+
+// Memory order follows no DRAM reference (it scans the slab), so it counts
+// them: a copy of a damaged committed block (here the root, copied by
+// update_root without reading its child) holding a reference with the DRAM
+// bit must give a typed error, not a tree without that subtree.
+TEST(OctreeDamage, MemoryOrderCountsTheReferencesItDoesNotFollow) {
+  const std::string path = pool_path("dram-bit-memory");
+  const std::uint64_t sum = persisted_uniform_tree(path);
+  ASSERT_NE(sum, 0u);
+  // The reference now "names DRAM", and the block's CRC is made to match
+  // (damage the CRC cannot see), so restore and the copy accept the block.
+  const std::uint64_t root = committed_root_block(path);
+  flip_bit(path, root + kBlockHeader, 0);
+  {
+    std::size_t stride = 0;
+    const std::size_t bytes = detail::block_bytes_for(3, opts(3).data_size, stride);
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    std::vector<char> block(bytes);
+    f.seekg(static_cast<std::streamoff>(root));
+    f.read(block.data(), static_cast<std::streamsize>(bytes));
+    const std::uint32_t crc = detail::block_crc(reinterpret_cast<const std::byte*>(block.data()), bytes);
+    f.seekp(static_cast<std::streamoff>(root + 12));
+    f.write(reinterpret_cast<const char*>(&crc), 4);
+  }
+  for (const bool write : {false, true}) {
+    const int rc = in_child([&] {
+      auto t = Octree::restore(path, opts(3));  // background collection: restore itself reads no child
+      if (!t.ok()) return t.error().code == Errc::corrupted ? kTypedError : 1;
+      if (!t.value()->update_root([](const Octant&, std::byte* d) { return (d[0] = std::byte{7}), true; }).ok())
+        return kTypedError;
+      std::uint64_t n = 0;
+      Error failed;
+      const auto drain = [&](auto cursor) {
+        for (;;) {
+          auto b = cursor.next();
+          if (!b.ok()) return failed = b.error(), false;
+          if (b.value().empty()) return true;
+          n += b.value().size();
+        }
+      };
+      const bool ok =
+          write ? drain(t.value()->write_leaves(LeafOrder::memory)) : drain(t.value()->leaves(LeafOrder::memory));
+      if (!ok) return failed.code == Errc::corrupted ? kTypedError : 2;
+      return n == 64 ? kSameTree : kDifferentTree;
+    });
+    EXPECT_EQ(rc, kTypedError) << (write ? "writer" : "cursor");
   }
 }
 
