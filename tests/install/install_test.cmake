@@ -4,7 +4,9 @@
 # and a C program each way, against the shared library). Where cairn was
 # built with MPI, the same for an MPI program (mpi/, on cairn::dist and
 # cairn-dist), run at 2 ranks. Checks that the install wrote nothing outside
-# the prefix. cmake -P, with
+# the prefix. Runs as a user without privileges (as_user.sh, which sets
+# CAIRN_INSTALL_TEST_USER), every tutorial step built and run out of the
+# tree. cmake -P, with
 #   -DBUILD_DIR=<cairn build> -DSOURCE_DIR=<cairn source> -DWORK=<scratch dir>
 #   -DCC=<C compiler> -DCXX=<C++ compiler> -DFLAGS=<sanitizer flags or "">
 #   -DMPIEXEC=<mpiexec> -DMPICXX=<MPI C++ compiler wrapper> (both "" without MPI)
@@ -40,7 +42,23 @@ function(list_with_times dir out)
   set(${out} "${listing}" PARENT_SCOPE)
 endfunction()
 
-file(REMOVE_RECURSE ${WORK})
+# WORK itself may belong to a directory this user cannot write (as_user.sh):
+# only what is inside it is cleared.
+function(clear_work)
+  file(GLOB inside LIST_DIRECTORIES true ${WORK}/* ${WORK}/.*)
+  if(inside)
+    file(REMOVE_RECURSE ${inside})
+  endif()
+endfunction()
+
+# As a user without privileges, in a prefix of its own (as_user.sh).
+execute_process(COMMAND id -u OUTPUT_VARIABLE uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT DEFINED ENV{CAIRN_INSTALL_TEST_USER} OR uid STREQUAL "0")
+  message(FATAL_ERROR "install_test: runs through tests/install/as_user.sh, as a user other than root (uid ${uid})")
+endif()
+message("install_test: as user $ENV{CAIRN_INSTALL_TEST_USER} (uid ${uid})")
+file(MAKE_DIRECTORY ${WORK})
+clear_work()
 set(prefix ${WORK}/prefix)
 list_with_times("${GERRIS_MODULE_DIR}" gerris_before)
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
@@ -83,12 +101,17 @@ set(env ${CMAKE_COMMAND} -E env CAIRN_POOL_DIR=${WORK}/pools)
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples -B ${WORK}/cmake-build -G Ninja -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_C_COMPILER=${CC} -DCMAKE_CXX_COMPILER=${CXX} "-DCMAKE_C_FLAGS=${FLAGS}" "-DCMAKE_CXX_FLAGS=${FLAGS}"
     "-DCMAKE_EXE_LINKER_FLAGS=${FLAGS}")
-run(${CMAKE_COMMAND} --build ${WORK}/cmake-build --target step2_resilient_loop step2_resilient_loop_c step7_octree
-    step7_octree_c)
-run(${env} ${WORK}/cmake-build/step2_resilient_loop)
-run(${env} ${WORK}/cmake-build/step2_resilient_loop_c)
-run(${env} ${WORK}/cmake-build/step7_octree)
-run(${env} ${WORK}/cmake-build/step7_octree_c)
+# Every step of the tutorial, in C++ and in C (step 8, on MPI, below).
+set(steps step1_pool step2_resilient_loop step3_kill_and_resume step4_strategies step5_pointers step6_streams
+          step7_octree)
+set(step_targets "")
+foreach(step ${steps})
+  list(APPEND step_targets ${step} ${step}_c)
+endforeach()
+run(${CMAKE_COMMAND} --build ${WORK}/cmake-build --target ${step_targets})
+foreach(t ${step_targets})
+  run(${env} ${WORK}/cmake-build/${t})
+endforeach()
 # The installed tool runs the installed apps (<prefix>/<libexecdir>/cairn), not the build tree's.
 execute_process(COMMAND ${env} CAIRN_APPS_DIR= ${prefix}/bin/cairn run --list RESULT_VARIABLE rc OUTPUT_VARIABLE listed)
 if(NOT rc EQUAL 0 OR NOT listed MATCHES "jacobi\n" OR NOT listed MATCHES "sph\n")
@@ -200,9 +223,18 @@ if(MPIEXEC)
     # Step 8 in C under the installed `cairn launch`: rank 1 dies after step 23, the relaunch resumes.
     run(${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0
         CAIRN_POOL_DIR=${WORK}/step8-c ${prefix}/bin/cairn launch -n 2 -- ${WORK}/mpi-bindings/step8_mpi_c)
+    # And step 8 in C++, built with examples/ (find_package), the same way.
+    run(${CMAKE_COMMAND} --build ${WORK}/cmake-build --target step8_mpi)
+    execute_process(COMMAND ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+                            ASAN_OPTIONS=detect_leaks=0 CAIRN_POOL_DIR=${WORK}/step8-cpp ${prefix}/bin/cairn launch -n 2
+                            -- ${WORK}/cmake-build/step8_mpi
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0 OR NOT out MATCHES "resumed at step 23 of 60.*equals")
+      message(FATAL_ERROR "install_test: step8_mpi under the installed `cairn launch` (${rc}):\n${out}\n${err}")
+    endif()
   else()
     message("install_test: no C and Fortran MPI programs (cairn_dist.mod '${dist_mod}', mpicc '${MPICC}', "
             "mpif90 '${MPIFC}', gfortran '${FC}')")
   endif()
 endif()
-file(REMOVE_RECURSE ${WORK})
+clear_work()
