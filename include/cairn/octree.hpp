@@ -194,9 +194,10 @@ struct WritableLeaf {
 //    per leaf): the DRAM (C0) blocks in the order they lie in memory, a
 //    sequential scan, then the pool (C1) subtrees below them depth first.
 //    The order changes as the tree changes; it is not Morton order even
-//    within a batch. The memory-order writer copies shared pool blocks it
-//    writes below the C0 regions into the pool rather than into DRAM, and
-//    runs C0 merges only after its last batch.
+//    within a batch. While the tree has DRAM blocks, the memory-order
+//    writer copies shared pool blocks it writes below the C0 regions into
+//    the pool rather than into DRAM, and runs C0 merges only after its last
+//    batch.
 enum class LeafOrder { morton, memory };
 
 // Flat, callback-free iteration over the working version's leaves, in

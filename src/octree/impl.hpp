@@ -561,6 +561,7 @@ struct CursorState {
   int phase = -1;  // -1: not begun
   bool skip_dram = false;
   bool may_merge = true;                     // the writer may run C0 merges (not while pool_roots hold DRAM blocks)
+  bool c1_only = false;                      // the writer's copies below the regions go to the pool (force_c1_)
   std::size_t chunk = 0, block = 0;          // phase 0: the next block of the slab (a batch never ends within one)
   std::size_t dirty_at = 0;                  // phase 1: the next entry of the dirty list
   std::vector<std::uint64_t> seen;           // phase 1: blocks handed out, when the list may repeat one

@@ -372,9 +372,14 @@ std::size_t Octree::Impl::fill_memory(CursorState& s) {
     }
     s.phase = 0;
     s.skip_dram = true;
-    // The walks hold DRAM blocks (pool_roots) across batches: no C0 merge
-    // may move them, and no copy may land in the slab.
-    s.may_merge = false;
+    // With DRAM blocks, the walks hold some of them (pool_roots) across
+    // batches: no C0 merge may move them, so no copy may land in the slab
+    // either (it could push C0 past its budget). Without (every block in
+    // the pool, as after a persist that merged C0), the walks copy into C0
+    // and merge as the Morton-order writer does: the slab scan is over by
+    // then, and the listed blocks are pool blocks, which merges do not move.
+    s.may_merge = slab_->in_use() == 0;
+    s.c1_only = !s.may_merge;
     // A root of an older generation heads a subtree of older blocks only.
     if (in_dram(work_root_))
       ++s.dram_refs;
@@ -407,9 +412,9 @@ std::size_t Octree::Impl::fill_memory(CursorState& s) {
   }
   struct C1Only {
     Impl& t;
-    explicit C1Only(Impl& i) : t(i) { t.force_c1_ = Write; }
+    C1Only(Impl& i, bool on) : t(i) { t.force_c1_ = on; }
     ~C1Only() { t.force_c1_ = false; }
-  } c1(*this);
+  } c1(*this, Write && s.c1_only);
   for (;;) {
     if (s.started && !s.subtree_done) {
       n = fill<Write>(s, n);
