@@ -3,7 +3,9 @@
 // rollback on abandon and restore, and typed errors on the abort paths.
 #include <gtest/gtest.h>
 #include <libpmemobj.h>
+#include <linux/magic.h>
 #include <signal.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -252,6 +254,35 @@ TEST(PersistUndoLog, RegionBeyondALibpmemobjObjectIsATypedError) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Errc::out_of_space) << r.error().message;
   EXPECT_NE(r.error().message.find("'a'"), std::string::npos) << r.error().message;
+}
+
+// An undo-log pool on an ordinary file system (no DAX, not tmpfs) is slow
+// by libpmemobj's msync per logged range: the user is told once per pool, on
+// stderr; on tmpfs nothing is said. /var/tmp is the ordinary file system
+// here (skipped where it is tmpfs too).
+TEST(PersistUndoLog, WarnsOnceAboutAPoolOnAPageCacheFileSystem) {
+  ::unsetenv("CAIRN_NO_WARNINGS");
+  const auto said = [](const TempDir& dir) {
+    ::testing::internal::CaptureStderr();
+    for (int i = 0; i < 2; ++i) {
+      auto ctx = make(undo_options(dir));
+      auto* r = ctx->region("r", 4096).value();
+      EXPECT_TRUE(ctx->open().ok());
+      fill(r->data(), 4096, 1);
+      EXPECT_TRUE(ctx->commit().ok());
+    }
+    return ::testing::internal::GetCapturedStderr();
+  };
+  TempDir shm;
+  EXPECT_EQ(said(shm), "");
+  TempDir disk("/var/tmp");
+  struct statfs fs {};
+  ASSERT_EQ(::statfs(disk.path().c_str(), &fs), 0);
+  if (fs.f_type == TMPFS_MAGIC) GTEST_SKIP() << "/var/tmp is tmpfs here";
+  const std::string text = said(disk);
+  EXPECT_NE(text.find("without DAX"), std::string::npos) << text;
+  EXPECT_NE(text.find("--strategy in-place"), std::string::npos) << text;
+  EXPECT_EQ(text.find("warning", text.find("warning") + 1), std::string::npos) << "said twice:\n" << text;
 }
 
 }  // namespace
