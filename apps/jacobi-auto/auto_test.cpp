@@ -119,6 +119,12 @@ TEST_F(JacobiAuto, KilledOnAProgressLineResumesBitForBit) {
   ASSERT_EQ(again.exit_code, 0) << again.output.substr(0, 2000);
   EXPECT_EQ(again.output.find("iteration "), std::string::npos);
   EXPECT_EQ(checksum_in(again.output), want);
+
+  // A run with fewer iterations than the pool has committed: a clear error
+  // (its exit test, i != n after optimisation, would otherwise never end).
+  auto fewer = run_program(CAIRN_JACOBI_AUTO, {"--size", kSize, "--iterations", "100"});
+  EXPECT_EQ(fewer.exit_code, 2) << fewer.output.substr(0, 2000);
+  EXPECT_NE(fewer.output.find("outside this run's loop"), std::string::npos) << fewer.output.substr(0, 2000);
 }
 
 TEST_F(JacobiAuto, ResumeWithNothingCommittedIsAClearError) {

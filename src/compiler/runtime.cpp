@@ -5,7 +5,7 @@
 // Order of a run:
 //   cairn_versioned_array(p, bytes, name, line, mode)  at each allocation of
 //       a marked array: recorded (mode 0 = two versions, 1 = copy)
-//   cairn_auto_enter(start)     before the loop: every recorded array becomes a
+//   cairn_auto_enter(start, bound, step)   before the loop: every recorded array becomes a
 //       DualRegion (mode 0) or a Region (mode 1) of <dir>/<name>.pool plus the
 //       region "auto.next" (the counter of the next iteration). Fresh run: the
 //       arrays' contents are committed twice, so that BOTH versions hold them
@@ -97,7 +97,7 @@ void cairn_main_loop_mark(void) {
   fail("CAIRN_MAIN_LOOP() reached at run time: the program was not compiled with the cairn-versioning pass");
 }
 
-std::int64_t cairn_auto_enter(std::int64_t start) {
+std::int64_t cairn_auto_enter(std::int64_t start, std::int64_t bound, std::int64_t step) {
   State& s = state();
   if (s.entered) fail("the main loop was entered twice (one main loop per run)");
   s.entered = true;
@@ -126,6 +126,11 @@ std::int64_t cairn_auto_enter(std::int64_t start) {
     check(s.ctx->restore(), "restoring the last committed iteration");
     std::int64_t next = 0;
     std::memcpy(&next, s.next->data(), sizeof next);
+    const bool inside = step > 0 ? start <= next && next <= bound : bound <= next && next <= start;
+    if (!inside)
+      fail("pool '" + o.name + "' holds iteration " + std::to_string(next) + ", outside this run's loop from " +
+           std::to_string(start) + " to " + std::to_string(bound) +
+           ": resume with the arguments of the run that wrote it, or run without CAIRN_RESUME to start afresh");
     return next;
   }
   std::memcpy(s.next->data(), &start, sizeof start);

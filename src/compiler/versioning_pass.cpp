@@ -40,7 +40,7 @@
 //     register or used after the loop, a loop whose exit test the pass cannot
 //     redo on resume, a marked array the loop never writes.
 //
-// Runtime (runtime.cpp): cairn_auto_enter(start) before the loop opens the
+// Runtime (runtime.cpp): cairn_auto_enter(start, bound, step) before the loop opens the
 // pool and returns the first iteration (start, or after the last committed
 // one on resume), cairn_auto_consistent/working/plain give this iteration's
 // buffers, cairn_auto_commit(next) ends each iteration, cairn_auto_exit()
@@ -654,7 +654,7 @@ void Versioner::rewrite() {
     return c;
   };
   const MemoryEffects inacc = MemoryEffects::inaccessibleMemOnly();
-  FunctionCallee enter = declare("cairn_auto_enter", i64, {i64}, MemoryEffects::unknown());
+  FunctionCallee enter = declare("cairn_auto_enter", i64, {i64, i64, i64}, MemoryEffects::unknown());
   FunctionCallee consistent = declare("cairn_auto_consistent", ptr, {ptr}, inacc);
   FunctionCallee working = declare("cairn_auto_working", ptr, {ptr}, inacc);
   FunctionCallee plain = declare("cairn_auto_plain", ptr, {ptr}, inacc);
@@ -671,7 +671,12 @@ void Versioner::rewrite() {
   BasicBlock* body_entry = SplitBlock(pre, pre->getTerminator(), &DT_, &LI_);
   IRBuilder<> b(pre->getTerminator());
   Value* start = iv_->getIncomingValueForBlock(body_entry);
-  Value* first = b.CreateCall(enter, {b.CreateSExtOrTrunc(start, i64)});
+  // The bound and step let the runtime refuse a saved counter outside this
+  // run's range (a pool of a run with more iterations): with an exit test
+  // `i != n` it would otherwise never end.
+  Value* bound = b.CreateSExtOrTrunc(exit_cmp_->getOperand(1), i64);
+  Value* step = b.CreateSExtOrTrunc(ivnext_->getOperand(1), i64);
+  Value* first = b.CreateCall(enter, {b.CreateSExtOrTrunc(start, i64), bound, step});
   Value* first_iv = b.CreateTrunc(first, iv_->getType(), "cairn.first");
   iv_->setIncomingValue(iv_->getBasicBlockIndex(body_entry), first_iv);
   auto* test = cast<ICmpInst>(exit_cmp_->clone());

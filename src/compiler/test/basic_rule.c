@@ -31,7 +31,7 @@ double run(long n, long iterations) {
 }
 // CHECK-LABEL: define {{.*}} @run(
 // CHECK: call ptr @cairn_versioned_array(ptr {{.*}}, i64 {{.*}}, ptr {{.*}}@cairn.name, i32 [[#]], i32 0)
-// CHECK: call i64 @cairn_auto_enter(i64 0)
+// CHECK: call i64 @cairn_auto_enter(i64 0, i64 {{.*}}, i64 1)
 // CHECK: call void @cairn_auto_exit()
 // CHECK: [[C:%.*]] = {{.*}}call ptr @cairn_auto_consistent(
 // CHECK: [[W:%.*]] = {{.*}}call ptr @cairn_auto_working(

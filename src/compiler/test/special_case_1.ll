@@ -28,7 +28,7 @@ entry:
 ; Before the loop: the pool is opened, the first iteration is 0 or the resumed one,
 ; and the latch's test decides whether any iteration is left.
 ; CHECK: main.ph:
-; CHECK: [[FIRST:%.*]] = call i64 @cairn_auto_enter(i64 0)
+; CHECK: [[FIRST:%.*]] = call i64 @cairn_auto_enter(i64 0, i64 %iters, i64 1)
 ; CHECK: [[TEST:%.*]] = icmp slt i64 [[FIRST]], %iters
 ; CHECK: br i1 [[TEST]], label %{{.*}}, label %done.loopexit
 main.ph:
