@@ -145,6 +145,21 @@ void* cairn_auto_consistent(void* user) { return find(user).dual->read(); }
 void* cairn_auto_working(void* user) { return find(user).dual->write(); }
 void* cairn_auto_plain(void* user) { return find(user).plain->data(); }
 
+// The update `memcpy(array, src, len)` of a versioned array: with len the
+// whole array, a non-temporal copy into the working version, fenced and
+// declared streamed (commit writes nothing back for it); otherwise memcpy.
+void cairn_auto_stream_copy(void* user, void* dst, const void* src, std::uint64_t len) {
+  Array& a = find(user);
+  if (a.dual && dst == a.dual->write() && len == a.bytes) {
+    State& s = state();
+    s.ctx->stream(dst, src, len);
+    s.ctx->stream_fence();
+    s.ctx->streamed(*a.dual);
+    return;
+  }
+  std::memmove(dst, src, len);
+}
+
 void cairn_auto_commit(std::int64_t next) {
   State& s = state();
   std::memcpy(s.next->data(), &next, sizeof next);

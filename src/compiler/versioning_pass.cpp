@@ -660,6 +660,8 @@ void Versioner::rewrite() {
   FunctionCallee plain = declare("cairn_auto_plain", ptr, {ptr}, inacc);
   FunctionCallee commit = declare("cairn_auto_commit", Type::getVoidTy(ctx), {i64}, MemoryEffects::unknown());
   FunctionCallee leave = declare("cairn_auto_exit", Type::getVoidTy(ctx), {}, MemoryEffects::unknown());
+  FunctionCallee stream =
+      declare("cairn_auto_stream_copy", Type::getVoidTy(ctx), {ptr, ptr, ptr, i64}, MemoryEffects::unknown());
 
   for (Target& t : targets_) t.tag->setArgOperand(4, ConstantInt::get(Type::getInt32Ty(ctx), t.mode));
 
@@ -704,6 +706,20 @@ void Versioner::rewrite() {
       Value* p = a.inst->getOperand(a.operand);
       a.inst->setOperand(a.operand, rebase(p, t.tag, a.consistent ? c : w, a.inst));
     }
+    // An update that is one memcpy to the start of the array: the runtime
+    // streams it with non-temporal stores when it covers the whole working
+    // version, so commit has nothing to write back (Context::streamed).
+    if (t.mode == kVersioned)
+      for (auto& a : t.accesses)
+        if (auto* mc = dyn_cast<MemCpyInst>(a.inst); mc && a.write && mc->getRawDest() == w) {
+          IRBuilder<> sb(mc);
+          CallInst* call =
+              sb.CreateCall(stream, {t.tag, w, mc->getRawSource(), sb.CreateZExtOrTrunc(mc->getLength(), i64)});
+          call->setDebugLoc(mc->getDebugLoc());
+          a.inst = call;
+          mc->eraseFromParent();
+          break;
+        }
   }
   // End of the iteration: commit with the next counter value.
   b.SetInsertPoint(latch->getTerminator());

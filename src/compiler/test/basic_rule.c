@@ -35,6 +35,6 @@ double run(long n, long iterations) {
 // CHECK: call void @cairn_auto_exit()
 // CHECK: [[C:%.*]] = {{.*}}call ptr @cairn_auto_consistent(
 // CHECK: [[W:%.*]] = {{.*}}call ptr @cairn_auto_working(
-// CHECK: call void @llvm.memcpy{{.*}}(ptr {{.*}}[[W]], ptr
+// CHECK: call void @cairn_auto_stream_copy(ptr {{.*}}, ptr {{.*}}[[W]], ptr
 // CHECK-DAG: call void @cairn_auto_commit(i64
 // CHECK-NOT: call void @cairn_main_loop_mark
