@@ -220,7 +220,7 @@ enum class LeafOrder { morton, memory };
 // fails ends the cursor with the error.
 class LeafCursor {
  public:
-  static constexpr std::size_t kBatch = 256;  // leaves per batch (the last one may hold fewer)
+  static constexpr std::size_t kBatch = 128;  // leaves per batch (the last one may hold fewer)
   LeafCursor(LeafCursor&&) noexcept;
   LeafCursor& operator=(LeafCursor&&) noexcept;
   ~LeafCursor();
