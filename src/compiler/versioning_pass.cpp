@@ -500,7 +500,7 @@ bool Versioner::runs_whole(Loop* inner, Loop* nest) {
     if (!l->getExitingBlock() || l->getExitingBlock() != l->getLoopLatch()) return false;
     Loop* parent = l->getParentLoop();
     if (!parent) return false;
-    if (l == nest) return DT_.dominates(l->getHeader(), parent->getLoopLatch());
+    if (l == nest) return true;  // whether the nest runs at all: the bypass check in classify()
     if (!DT_.dominates(l->getHeader(), parent->getLoopLatch())) return false;
   }
   return false;
