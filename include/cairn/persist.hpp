@@ -79,12 +79,12 @@ struct Options {
   // dataset per region named after it (h5dump, h5py and ParaView read it).
   // Restore reads the checkpoint, not this file. Other strategies refuse it.
   bool hdf5 = false;
-  // Pool-based strategies (shadow, dram-cache, nt-copy, in-place): a CRC-32C
-  // of every 64 KiB of every region, written with each version and checked
-  // where a restored version is first read, so that bytes damaged on the
-  // media are a typed error (Errc::corrupted), never a different state. In-place and
-  // shadow check in the background after restore (which stays O(1)) and the
-  // next commit waits for it. false skips both (measurement: the cost of the
+  // Pool-based strategies (shadow, dram-cache, nt-copy, in-place, undo-log):
+  // a CRC-32C of every 64 KiB of every region, written with each version and
+  // checked where a restored version is first read, so that bytes damaged on
+  // the media are a typed error (Errc::corrupted), never a different state.
+  // In-place and shadow check in the background after restore (which stays
+  // O(1)) and the next commit waits for it; undo-log checks in restore(). false skips both (measurement: the cost of the
   // checksums, `cairn bench strategies`); versions committed so are not checked.
   bool checksums = true;
 };

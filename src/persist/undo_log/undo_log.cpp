@@ -24,6 +24,13 @@
 // the header's version and restore() only relocates pointers and sets every
 // DualRegion's read index from the stored parity: no data moves.
 //
+// Payload checksums: commit writes, inside the same transaction, a table of
+// one CRC-32C per 64 KiB chunk of every region's committed bytes (the header
+// names it); restore() checks them before relocating pointers, so damaged
+// bytes are Errc::corrupted, never a different state. That costs one read of
+// the state per commit and per restore on the calling thread. Registered
+// pointers are read as zero by both (see ChunkSums).
+//
 // The next transaction is begun as soon as open(), commit() or restore()
 // finishes, so application writes made without an explicit begin() are
 // covered too. libpmemobj transactions belong to the thread that began them:
@@ -43,6 +50,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +62,7 @@
 
 #include "cairn/extended/pool.hpp"
 #include "persist/strategy.hpp"
+#include "util/crc32c.hpp"
 #include "util/io.hpp"
 
 namespace cairn::persist::detail {
@@ -88,6 +97,8 @@ constexpr std::uint64_t kUndoMagic = 0x474F4C4F444E5541ULL;  // "AUNDOLOG"
 constexpr std::uint32_t kUndoFormat = 1;
 constexpr std::uint64_t kPointerTableType = 2;  // libpmemobj type numbers
 constexpr std::uint64_t kRegionType = 1;
+constexpr std::uint64_t kChecksumType = 3;
+constexpr std::size_t kChunk = 64 * 1024;  // bytes per checksum, as SlotStore's
 
 // At the start of the root object; then RegionDesc[region_count], then
 // PMEMoid[region_count][2].
@@ -107,7 +118,11 @@ struct UndoHeader {
   std::uint64_t layout_hash;    // Layout::hash() at that commit, pointers included
   std::uint64_t pointer_count;  // records in the pointer table
   PMEMoid pointers;             // PointerRecord[pointer_count], OID_NULL if none
-  std::uint64_t reserved2[2];
+  // One CRC-32C per 64 KiB chunk of every region's committed bytes, regions
+  // in order (kChecksumType); OID_NULL: that version is unchecked (committed
+  // with Options::checksums off, or by a cairn before the table existed,
+  // whose pools left these 16 bytes zero).
+  PMEMoid checksums;
 };
 static_assert(sizeof(PMEMoid) == 16);
 static_assert(offsetof(UndoHeader, version) == 64);
@@ -161,6 +176,14 @@ class UndoLog final : public Strategy {
   Result<void> begin_tx(const Layout& layout);
   // Rolls the open transaction back (the regions return to the committed state).
   void abort_tx();
+  // The committed bytes of region i: a plain region's object, a dual
+  // region's read() buffer.
+  const std::byte* committed_bytes(const Layout& layout, std::size_t i) const;
+  // Inside commit's transaction: the checksum table of the version being
+  // committed (or none, with Options::checksums off).
+  Result<void> write_checksums(const Layout& layout, std::uint64_t version);
+  // restore's check of the committed bytes against the table.
+  Result<void> verify_checksums(const Layout& layout) const;
 
   std::string path_;
   PMEMobjpool* pop_ = nullptr;
@@ -170,7 +193,10 @@ class UndoLog final : public Strategy {
   std::thread::id tx_thread_;
   std::uint64_t tx_bytes_ = 0;      // bytes added to the open transaction
   std::uint64_t nvm_estimate_ = 0;  // see the top of the file
+  bool checksums_ = true;           // Options::checksums
 };
+
+std::size_t chunks_of(std::size_t bytes) { return (bytes + kChunk - 1) / kChunk; }
 
 UndoLog::~UndoLog() {
   if (pop_ == nullptr) return;
@@ -222,6 +248,7 @@ Result<void> UndoLog::open_pool(Layout& layout, const Options& options) {
   auto dir = make_storage_dir(options);
   if (!dir.ok()) return std::move(dir).error();
   path_ = dir.value() + "/" + options.name + ".obj";
+  checksums_ = options.checksums;
   if (auto r = check_no_foreign_tx(); !r.ok()) return r;
 
   std::size_t objects = 0, ranges = 0;
@@ -435,6 +462,7 @@ Result<void> UndoLog::restore(Layout& layout) {
   if (!tx_open_)
     if (auto r = begin_tx(layout); !r.ok()) return r;
   tx_pristine_ = false;  // from here on the application works in it
+  if (auto r = verify_checksums(layout); !r.ok()) return r;
   std::vector<PointerRecord> records(h.pointer_count);
   if (!records.empty()) {
     if (OID_IS_NULL(h.pointers) || pmemobj_alloc_usable_size(h.pointers) < records.size() * sizeof(PointerRecord))
@@ -467,8 +495,7 @@ Result<void> UndoLog::commit(Layout& layout, std::uint64_t version) {
   };
   // The header's mutable fields and the pointer table join the transaction
   // before they change, so a crash before the commit point restores them too.
-  if (const int rc =
-          pmemobj_tx_add_range_direct(&h->version, offsetof(UndoHeader, reserved2) - offsetof(UndoHeader, version));
+  if (const int rc = pmemobj_tx_add_range_direct(&h->version, sizeof(UndoHeader) - offsetof(UndoHeader, version));
       rc != 0)
     return fail("pmemobj_tx_add_range of the header", rc);
   const std::size_t table_bytes = ptrs.size() * sizeof(PointerRecord);
@@ -495,6 +522,7 @@ Result<void> UndoLog::commit(Layout& layout, std::uint64_t version) {
   // Context has switched the roles: read() is the version just written.
   h->parity = layout.pairs.empty() ? 0 : static_cast<std::uint64_t>(detail_access::read_index(*layout.pairs.front()));
   h->version = version;
+  if (auto r = write_checksums(layout, version); !r.ok()) return r;
 
   // The commit point: libpmemobj flushes every added range, then retires the
   // undo log; after that no recovery can bring the old version back.
@@ -513,6 +541,95 @@ Result<void> UndoLog::commit(Layout& layout, std::uint64_t version) {
   // The next iteration's transaction, at once. If it cannot begin, begin()
   // (explicit, or the one commit() makes) retries and reports the error.
   (void)begin_tx(layout);
+  return {};
+}
+
+// Checksums read every registered pointer's 8 bytes as zero: restore
+// rewrites them from the pointer table for this run's addresses, in a dual
+// region's committed buffer itself (outside the transaction), so their bytes
+// on media are not the version's and differ from run to run.
+class ChunkSums {
+ public:
+  explicit ChunkSums(const Layout& layout) : at_(layout.entries.size()) {
+    for (const auto& [region, offset] : layout.pointers) at_[region].push_back(offset);
+    for (auto& v : at_) std::sort(v.begin(), v.end());
+  }
+  // The CRC-32C of bytes [at, at + n) of region i, at `data`.
+  std::uint32_t operator()(std::size_t i, const std::byte* data, std::size_t at, std::size_t n) {
+    const auto& ptrs = at_[i];
+    auto p = std::lower_bound(ptrs.begin(), ptrs.end(), at < sizeof(void*) ? 0 : at - sizeof(void*) + 1);
+    if (p == ptrs.end() || *p >= at + n) return util::crc32c(0, data + at, n);
+    scratch_.assign(data + at, data + at + n);
+    for (; p != ptrs.end() && *p < at + n; ++p)
+      for (std::size_t b = *p; b < *p + sizeof(void*); ++b)
+        if (b >= at && b < at + n) scratch_[b - at] = std::byte{0};
+    return util::crc32c(0, scratch_.data(), n);
+  }
+
+ private:
+  std::vector<std::vector<std::uint64_t>> at_;  // per region: where its registered pointers are
+  std::vector<std::byte> scratch_;
+};
+
+const std::byte* UndoLog::committed_bytes(const Layout& layout, std::size_t i) const {
+  const Entry& e = layout.entries[i];
+  return static_cast<const std::byte*>(e.dual ? e.pair->read() : e.plain->data());
+}
+
+Result<void> UndoLog::write_checksums(const Layout& layout, std::uint64_t version) {
+  UndoHeader* h = header();
+  std::size_t chunks = 0;
+  for (const Entry& e : layout.entries) chunks += chunks_of(e.bytes);
+  const std::size_t bytes = chunks * sizeof(std::uint32_t);
+  const auto fail = [&](const std::string& what, int rc) {
+    return pmemobj_error(path_, what + " (version " + std::to_string(version) + ")",
+                         rc == ENOMEM ? Errc::out_of_space : Errc::io_error, rc);
+  };
+  if (!checksums_ || bytes == 0 || OID_IS_NULL(h->checksums) || pmemobj_alloc_usable_size(h->checksums) < bytes) {
+    if (!OID_IS_NULL(h->checksums)) {
+      if (const int rc = pmemobj_tx_free(h->checksums); rc != 0) return fail("pmemobj_tx_free of the checksums", rc);
+      h->checksums = OID_NULL;
+    }
+    if (!checksums_ || bytes == 0) return {};
+    const PMEMoid table = pmemobj_tx_alloc(bytes, kChecksumType);
+    if (OID_IS_NULL(table)) return fail("allocating the checksum table", errno);
+    h->checksums = table;
+  } else if (const int rc = pmemobj_tx_add_range(h->checksums, 0, bytes); rc != 0) {
+    return fail("pmemobj_tx_add_range of the checksum table", rc);
+  }
+  auto* table = static_cast<std::uint32_t*>(pmemobj_direct(h->checksums));
+  ChunkSums sum(layout);
+  for (std::size_t i = 0; i < layout.entries.size(); ++i) {
+    const std::byte* data = committed_bytes(layout, i);
+    const std::size_t n = layout.entries[i].bytes;
+    for (std::size_t at = 0; at < n; at += kChunk) *table++ = sum(i, data, at, std::min(kChunk, n - at));
+  }
+  nvm_estimate_ += bytes;
+  return {};
+}
+
+Result<void> UndoLog::verify_checksums(const Layout& layout) const {
+  const UndoHeader& h = *header();
+  if (OID_IS_NULL(h.checksums)) return {};  // an unchecked version
+  std::size_t chunks = 0;
+  for (const Entry& e : layout.entries) chunks += chunks_of(e.bytes);
+  if (pmemobj_alloc_usable_size(h.checksums) < chunks * sizeof(std::uint32_t))
+    return make_error(Errc::corrupted, path_ + ": the checksum table of version " + std::to_string(h.version) +
+                                           " is smaller than its " + std::to_string(chunks) +
+                                           " chunks; the pool is damaged: restore it from a copy");
+  const auto* table = static_cast<const std::uint32_t*>(pmemobj_direct(h.checksums));
+  ChunkSums sum(layout);
+  for (std::size_t i = 0; i < layout.entries.size(); ++i) {
+    const std::byte* data = committed_bytes(layout, i);
+    const std::size_t n = layout.entries[i].bytes;
+    for (std::size_t at = 0; at < n; at += kChunk, ++table)
+      if (sum(i, data, at, std::min(kChunk, n - at)) != *table)
+        return make_error(Errc::corrupted,
+                          path_ + ": region '" + layout.entries[i].name + "' of version " + std::to_string(h.version) +
+                              " is damaged (bytes " + std::to_string(at) + "-" +
+                              std::to_string(std::min(at + kChunk, n) - 1) +
+                              " do not match their checksum); the pool is damaged: restore it from a copy");
+  }
   return {};
 }
 
