@@ -548,24 +548,18 @@ Result<void> InPlace::verify_dual(const Layout& layout, int k, unsigned threads,
 }
 
 // Restore switches to slot k without copying it, so the slot itself is
-// checked, before the pointers in it are relocated (relocation rewrites bytes
-// the checksums describe as committed). A small state is checked at once. Of
-// a large one, the chunks holding registered pointers are checked now and the
-// rest in the background (RestoreCheck), which the next commit waits for. A
-// version already checked by an earlier restore in this process (a rollback)
-// is not checked again: its pointers have been relocated since (unless this
+// checked: a small state at once, a large one in the background
+// (RestoreCheck), which the next commit waits for. The chunks holding
+// registered pointers are not checked: every restore rewrites those pointers
+// in the slot for its own run's addresses, so once a process restored this
+// version (and died before committing another) their bytes on media are no
+// longer the ones the checksums describe, and checking them would report a
+// pool that is whole as damaged. A version already checked by an earlier
+// restore in this process (a rollback) is not checked again (unless this
 // process was forked while that check ran: then it is checked here again).
 Result<void> InPlace::check_dual(const Layout& layout, int k) {
   const std::uint64_t version = store_->committed().value_or(0);
   if (version == checked_version_ && !check_.lost_to_fork()) return {};
-  std::size_t dual_bytes = 0;
-  for (const Entry& e : layout.entries)
-    if (e.dual) dual_bytes += e.bytes;
-  if (dual_bytes <= RestoreCheck::kInlineBytes) {
-    if (auto r = verify_dual(layout, k, threads_, {}); !r.ok()) return r;
-    checked_version_ = version;
-    return {};
-  }
   std::vector<std::pair<std::size_t, std::size_t>> with_pointers;  // (region, chunk)
   for (const auto& [region, offset] : layout.pointers)
     if (layout.entries[region].dual)
@@ -575,10 +569,13 @@ Result<void> InPlace::check_dual(const Layout& layout, int k) {
   const auto has_pointer = [with_pointers](std::size_t region, std::size_t chunk) {
     return std::binary_search(with_pointers.begin(), with_pointers.end(), std::pair{region, chunk});
   };
-  if (!with_pointers.empty()) {
-    auto r = verify_dual(layout, k, threads_,
-                         [&](std::size_t region, std::size_t chunk) { return !has_pointer(region, chunk); });
-    if (!r.ok()) return r;
+  std::size_t dual_bytes = 0;
+  for (const Entry& e : layout.entries)
+    if (e.dual) dual_bytes += e.bytes;
+  if (dual_bytes <= RestoreCheck::kInlineBytes) {
+    if (auto r = verify_dual(layout, k, threads_, has_pointer); !r.ok()) return r;
+    checked_version_ = version;
+    return {};
   }
   checked_version_ = version;
   check_.start([this, &layout, k, has_pointer] { return verify_dual(layout, k, 1, has_pointer); });

@@ -3,10 +3,12 @@
 // thread, the committed slot left alone, flush_async / flush_barrier ordering.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -535,6 +537,56 @@ TEST_P(InPlace, StreamedChecksumsHoldForEveryWayOfStreaming) {
 
 INSTANTIATE_TEST_SUITE_P(Persist, InPlace, ::testing::Values(true, false),
                          [](const auto& p) { return p.param ? "async_flush" : "sync_flush"; });
+
+// A process that restores a version with registered pointers in a dual
+// region rewrites them in the committed slot itself, for its own addresses.
+// If it dies before committing again, the next process must still restore
+// that version: the rewritten pointers are not damage. The second process
+// maps the pool elsewhere (a reservation taken first), so its pointers differ
+// from the first's; before the fix its restore said the version was damaged.
+TEST(PersistInPlace, ARestoreThatDiedBeforeCommittingLeavesTheVersionRestorable) {
+  struct Node {
+    Node* next;
+    std::uint64_t value;
+  };
+  constexpr std::size_t kCount = 8192;
+  TempDir dir;
+  const auto session = [&](int phase) {
+    auto ctx = make(in_place_options(dir, true));
+    auto* d = ctx->dual_region("nodes", kCount * sizeof(Node)).value();
+    if (!ctx->open().ok()) return 10;
+    for (std::size_t i = 0; i < kCount; i += 1000)
+      if (!ctx->register_pointer(&d->read<Node>()[i].next).ok()) return 11;
+    if (phase == 0) {
+      Node* n = d->write<Node>();
+      for (std::size_t i = 0; i < kCount; ++i) n[i] = {i % 1000 == 0 ? &n[i + 1] : nullptr, i};
+      return ctx->commit().ok() ? 0 : 12;
+    }
+    auto r = ctx->restore();
+    if (!r.ok()) {
+      std::fprintf(stderr, "phase %d: %s\n", phase, r.error().message.c_str());
+      return 13;
+    }
+    const Node* n = d->read<Node>();
+    for (std::size_t i = 0; i < kCount; ++i)
+      if (n[i].value != i || n[i].next != (i % 1000 == 0 ? &n[i + 1] : nullptr)) return 14;
+    return 0;  // and dies without committing
+  };
+  ASSERT_EQ(session(0), 0);
+  for (int phase = 1; phase <= 2; ++phase) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      if (phase == 1)  // the first restorer maps the pool at another address than the second
+        (void)mmap(nullptr, std::size_t{3} << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      _exit(session(phase));
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "restore in process " << phase;
+  }
+}
 
 TEST(PersistInPlace, CommitAfterAFailedCommitRedoesTheHandOver) {
   TempDir dir;
