@@ -84,8 +84,8 @@ struct Options {
   // checked where a restored version is first read, so that bytes damaged on
   // the media are a typed error (Errc::corrupted), never a different state.
   // In-place and shadow check in the background after restore (which stays
-  // O(1)) and the next commit waits for it; undo-log checks in restore(). false skips both (measurement: the cost of the
-  // checksums, `cairn bench strategies`); versions committed so are not checked.
+  // O(1)) and the next commit waits for it; undo-log checks in restore(). false skips both (measurement: the cost of
+  // the checksums, `cairn bench strategies`); versions committed so are not checked.
   bool checksums = true;
 };
 

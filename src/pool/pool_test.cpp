@@ -126,7 +126,8 @@ TEST(Pool, FreshSpaceOnTmpfsIsFoundAndWrittenThroughTheFile) {
   TempDir dir;
   auto pool = make_pool(dir.file("f.pool"), 16u << 20);
   ASSERT_TRUE(pool);
-  if (!pool->copies_through_file()) GTEST_SKIP() << "the test directory is not on a tmpfs of 4 KiB pages ($CAIRN_TEST_DIR)";
+  if (!pool->copies_through_file())
+    GTEST_SKIP() << "the test directory is not on a tmpfs of 4 KiB pages ($CAIRN_TEST_DIR)";
   constexpr std::size_t kBytes = 1u << 20, kHead = 256u << 10;
   auto a = pool->arena().alloc(kBytes);
   ASSERT_TRUE(a.ok());
