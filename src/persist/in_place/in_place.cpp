@@ -141,9 +141,10 @@ class InPlace final : public Strategy {
     std::size_t entry = 0, offset = 0;
     int slot = 0;
   };
-  // The checksum of a chunk of a streamed dual region, gathered piece by
-  // piece as stream() copies them (util::crc32c_piece: joined by xor, in any
-  // order, on any thread) and how many bytes that covers.
+  // The checksum of a chunk of a streamed dual region, gathered run by run
+  // as stream() copies them (each run's register moved past the bytes after
+  // it, util::crc32c_shift, and joined by xor: any order, any thread) and how
+  // many bytes that covers.
   struct StreamedChunk {
     std::atomic<std::uint32_t> pieces{0};
     std::atomic<std::uint32_t> bytes{0};
@@ -378,12 +379,11 @@ void InPlace::stream(void* dst, const void* src, std::size_t len) {
   // register per chunk (Run); the chunk's gathering sees it once per chunk.
   const int k = target();
   const auto* at = static_cast<const std::byte*>(dst);
-  std::size_t i = layout_->entries.size(), off = 0;
+  // The dual region dst lies in (i - 1), if checksums are being gathered.
+  std::size_t i = 0, off = 0;
   if (at >= store_->area(k) && store_->sealing()) {
     off = static_cast<std::size_t>(at - store_->area(k));
-    while (i > 0 && store_->region_offset(i - 1) > off) --i;
-  } else {
-    i = 0;  // no checksums to gather
+    for (i = layout_->entries.size(); i > 0 && store_->region_offset(i - 1) > off;) --i;
   }
   if (i == 0 || !streamed_[i - 1])
     return pool.memcpy_nodrain(dst, src, len);  // through the device: emulation and accounting see it
